@@ -1,0 +1,43 @@
+# The README's commands. Each one sets up .venv from nothing when it is missing.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+DEMO_OUT ?= demo_out
+
+.PHONY: install demo test check-export pytest nbtest bench clean
+
+$(STAMP): constraints.txt settings.ini setup.py
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q -U pip
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+install: $(STAMP)
+
+## Train pix2pix on the built-in sample data and write the results to $(DEMO_OUT)/
+demo: install
+	$(BIN)/nbdev_test --path nbs/00_core.ipynb
+
+## Everything CI checks: the library matches the notebooks, pytest, and the notebooks run
+test: install check-export pytest nbtest
+
+check-export: install
+	@rm -rf .export_check && cp -r gan_callbacks .export_check
+	$(BIN)/nbdev_export
+	@if diff -r -x __pycache__ .export_check gan_callbacks; then rm -rf .export_check; \
+	else rm -rf .export_check; echo "gan_callbacks/ differs from what nbdev_export makes of nbs/: run nbdev_export and commit"; exit 1; fi
+
+pytest: install
+	@$(BIN)/python -m pytest tests/ -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+
+nbtest: install
+	$(BIN)/nbdev_test --n_workers 2
+
+bench: install
+	$(BIN)/python benchmarks/bench_step.py
+
+clean:
+	rm -rf $(DEMO_OUT) .pytest_cache _proc _docs
