@@ -1,0 +1,246 @@
+import functools, math
+import pytest, torch
+from torch import nn
+from gan_callbacks.models import (UnetGenerator, UnetBlock, PatchDiscriminator, PixelDiscriminator, init_weights,
+                                  norm_layer, check_input)
+
+def n_params(m): return sum(p.numel() for p in m.parameters())
+def convs(m): return [c for c in m.modules() if isinstance(c, (nn.Conv2d, nn.ConvTranspose2d))]
+
+# --- parameter counts and shapes -------------------------------------------------------------------
+
+def test_param_counts():
+    assert n_params(UnetGenerator()) == 54_413_955                 # unet_256
+    assert n_params(UnetGenerator(num_downs=7)) == 41_828_995      # unet_128
+    assert n_params(PatchDiscriminator()) == 2_768_705
+    assert n_params(PixelDiscriminator()) == 9_024
+
+def test_generator_attrs_and_shapes():
+    G = UnetGenerator(in_ch=1, out_ch=2, num_downs=6, ngf=4)
+    assert (G.in_ch, G.out_ch, G.num_downs, G.multiple) == (1, 2, 6, 64)
+    y = G(torch.randn(2, 1, 128, 64))
+    assert y.shape == (2, 2, 128, 64)
+    assert y.abs().max() <= 1 and y.abs().max() > 0  # Tanh output
+
+def test_patchgan_256():
+    D = PatchDiscriminator()
+    with torch.no_grad(): out = D(torch.randn(1, 6, 256, 256))
+    assert out.shape == (1, 1, 30, 30)
+    assert out.min() < 0 < out.max()  # logits, no sigmoid
+
+def test_discriminator_variants_shapes():
+    assert PatchDiscriminator(in_ch=3, ndf=8, n_layers=2)(torch.randn(2, 3, 64, 64)).shape == (2, 1, 14, 14)
+    assert PatchDiscriminator(ndf=8, n_layers=1)(torch.randn(2, 6, 32, 32)).shape == (2, 1, 14, 14)
+    assert PixelDiscriminator(ndf=8)(torch.randn(2, 6, 10, 14)).shape == (2, 1, 10, 14)
+
+def test_patchgan_receptive_field():
+    "Each logit depends on a 70x70 window of the input"
+    D = PatchDiscriminator(ndf=4, norm='none').double()
+    x = torch.randn(1, 6, 96, 96, dtype=torch.double, requires_grad=True)
+    D(x)[0, 0, 5, 5].backward()
+    rows = x.grad.abs().sum((0, 1, 3)).nonzero()
+    assert rows.max() - rows.min() + 1 == 70
+
+# --- structure -------------------------------------------------------------------------------------
+
+def test_unet_structure():
+    G = UnetGenerator(num_downs=8, ngf=2)
+    # bias only where no BatchNorm follows: just the output transposed conv
+    assert [c.bias is not None for c in convs(G)].count(True) == 1
+    assert isinstance(G.model.model[3], nn.ConvTranspose2d) and G.model.model[3].bias is not None
+    assert isinstance(G.model.model[-1], nn.Tanh)
+    # the bottleneck: the innermost block, its down conv not followed by a norm
+    blocks = [m for m in G.modules() if isinstance(m, UnetBlock)]
+    assert len(blocks) == 8
+    inner = blocks[-1]
+    assert [type(l) for l in inner.model] == [nn.LeakyReLU, nn.Conv2d, nn.ReLU, nn.ConvTranspose2d, nn.BatchNorm2d]
+
+def test_dropout_on_three_innermost_decoder_blocks():
+    G = UnetGenerator(num_downs=8, ngf=2)
+    shapes = []
+    for m in G.modules():
+        if isinstance(m, nn.Dropout):
+            assert m.p == 0.5
+            m.register_forward_hook(lambda m, i, o: shapes.append(tuple(o.shape[1:])))
+    G(torch.randn(2, 3, 256, 256))
+    assert sorted(shapes) == [(16, 4, 4), (16, 8, 8), (16, 16, 16)]  # ngf*8 channels at 4, 8 and 16
+    assert sum(isinstance(m, nn.Dropout) for m in UnetGenerator(num_downs=7, ngf=2).modules()) == 2
+    assert not any(isinstance(m, nn.Dropout) for m in UnetGenerator(num_downs=8, ngf=2, use_dropout=False).modules())
+
+def test_train_mode_dropout_random_eval_deterministic():
+    G = UnetGenerator(num_downs=6, ngf=4)
+    x = torch.randn(2, 3, 64, 64)
+    with torch.no_grad():
+        assert not torch.equal(G(x), G(x))
+        G.eval()
+        assert torch.equal(G(x), G(x))
+
+@pytest.mark.parametrize('norm', ['instance', 'none'])
+def test_norm_variants(norm):
+    G = UnetGenerator(num_downs=5, ngf=4, norm=norm, use_dropout=False)
+    D = PatchDiscriminator(ndf=4, norm=norm)
+    P = PixelDiscriminator(ndf=4, norm=norm)
+    for net in (G, D, P):
+        assert not any(isinstance(m, nn.BatchNorm2d) for m in net.modules())
+        assert all(c.bias is not None for c in convs(net))  # no BatchNorm to absorb the bias
+        inorms = [m for m in net.modules() if isinstance(m, nn.InstanceNorm2d)]
+        assert bool(inorms) == (norm == 'instance')
+        assert all(not m.affine and not m.track_running_stats for m in inorms)
+    x = torch.randn(3, 3, 32, 32)
+    with torch.no_grad():  # no batch statistics: an image's output does not depend on its batch
+        torch.testing.assert_close(G(x)[:1], G(x[:1]), atol=1e-5, rtol=1e-4)
+        assert D(torch.randn(2, 6, 32, 32)).shape == (2, 1, 2, 2)
+
+def test_bad_norm():
+    for make in (lambda: UnetGenerator(norm='layer'), lambda: PatchDiscriminator(norm='layer'),
+                 lambda: PixelDiscriminator(norm='Batch')):
+        with pytest.raises(ValueError, match="'batch', 'instance', 'none'"): make()
+
+def test_num_downs_too_small():
+    with pytest.raises(ValueError, match='at least 5'): UnetGenerator(num_downs=4)
+
+# --- initialisation --------------------------------------------------------------------------------
+
+def test_init_statistics():
+    torch.manual_seed(0)
+    for net in (UnetGenerator(num_downs=7, ngf=16), PatchDiscriminator()):
+        ws = torch.cat([c.weight.detach().flatten() for c in convs(net)])
+        assert abs(ws.mean()) < 1e-3 and abs(ws.std() - 0.02) < 5e-4
+        assert all((c.bias == 0).all() for c in convs(net) if c.bias is not None)
+        bn = [m for m in net.modules() if isinstance(m, nn.BatchNorm2d)]
+        bw = torch.cat([m.weight.detach() for m in bn])
+        assert abs(bw.mean() - 1) < 3e-3 and abs(bw.std() - 0.02) < 3e-3
+        assert all((m.bias == 0).all() for m in bn)
+
+def test_init_schemes():
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Conv2d(64, 128, 3), nn.Linear(256, 128), nn.BatchNorm2d(16), nn.InstanceNorm2d(4))
+    fan_in, fan_out = 64*9, 128*9
+    init_weights(net, 'kaiming')
+    assert abs(net[0].weight.std() - math.sqrt(2/fan_in)) < 2e-3
+    init_weights(net, 'xavier', gain=1.)
+    assert abs(net[0].weight.std() - math.sqrt(2/(fan_in+fan_out))) < 2e-3
+    init_weights(net, 'orthogonal', gain=2.)
+    w = net[1].weight.detach()
+    torch.testing.assert_close(w @ w.T, 4*torch.eye(128), atol=1e-4, rtol=0)
+    assert init_weights(net, 'normal', gain=0.1) is net
+    assert abs(net[1].weight.std() - 0.1) < 0.01 and abs(net[2].weight.mean() - 1) < 0.1
+    with pytest.raises(ValueError, match="'normal', 'xavier', 'kaiming', 'orthogonal'"): init_weights(net, 'uniform')
+
+def test_spectral_norm():
+    D = PatchDiscriminator(ndf=8, norm='none', spectral_norm=True)
+    sn = [c for c in D.modules() if isinstance(c, nn.Conv2d)]
+    assert len(sn) == 5 and all(nn.utils.parametrize.is_parametrized(c, 'weight') for c in sn)
+    assert n_params(D) == n_params(PatchDiscriminator(ndf=8, norm='none'))
+    assert abs(sn[1].parametrizations.weight.original.std() - 0.02) < 3e-3  # initialised before normalising
+    for _ in range(15): D(torch.randn(1, 6, 32, 32))
+    for c in sn: assert abs(torch.linalg.matrix_norm(c.weight.detach().flatten(1), ord=2) - 1) < 0.05
+    init_weights(D, 'normal', gain=0.5)  # re-initialising goes through the original weight
+    assert abs(sn[1].parametrizations.weight.original.std() - 0.5) < 0.05
+
+# --- input checks ----------------------------------------------------------------------------------
+
+def test_size_error():
+    G = UnetGenerator(num_downs=6, ngf=2)
+    with pytest.raises(ValueError, match='multiples of 64, got 64x96'): G(torch.randn(1, 3, 64, 96))
+    with pytest.raises(ValueError, match='multiples of 128, got 120x128'): UnetGenerator(num_downs=7, ngf=2)(torch.randn(1, 3, 120, 128))
+
+def test_channel_errors():
+    with pytest.raises(ValueError, match='UnetGenerator expected 3 input channels, got 1'):
+        UnetGenerator(num_downs=5, ngf=2)(torch.randn(1, 1, 32, 32))
+    with pytest.raises(ValueError, match='PatchDiscriminator expected 6 input channels, got 3'):
+        PatchDiscriminator(ndf=4)(torch.randn(1, 3, 32, 32))
+    with pytest.raises(ValueError, match='PixelDiscriminator expected 4 input channels, got 6'):
+        PixelDiscriminator(in_ch=4, ndf=4)(torch.randn(1, 6, 8, 8))
+    with pytest.raises(ValueError, match=r'4D batch'): UnetGenerator(num_downs=5, ngf=2)(torch.randn(3, 32, 32))
+
+def test_check_input_under_compile():
+    "The checks are skipped while dynamo traces, so they add no guards or graph breaks"
+    G = UnetGenerator(num_downs=5, ngf=2, use_dropout=False).eval()
+    x = torch.randn(1, 3, 32, 32)
+    explain = torch._dynamo.explain(G)(x)
+    assert explain.graph_break_count == 0 and explain.graph_count == 1
+
+# --- memory format and mixed precision -------------------------------------------------------------
+
+def test_channels_last_matches_contiguous():
+    torch.manual_seed(0)
+    x = torch.randn(2, 3, 32, 32)
+    for net, inp in ((UnetGenerator(num_downs=5, ngf=4).eval(), x),
+                     (UnetGenerator(num_downs=5, ngf=4, use_dropout=False), x),  # train mode: batch statistics
+                     (PatchDiscriminator(ndf=8), torch.randn(2, 6, 32, 32))):
+        with torch.no_grad():
+            ref = net(inp)
+            net.to(memory_format=torch.channels_last)
+            out = net(inp.contiguous(memory_format=torch.channels_last))
+        torch.testing.assert_close(out.contiguous(), ref, atol=1e-5, rtol=1e-4)
+
+def test_autocast_bf16_forward_backward():
+    torch.manual_seed(0)
+    G, D = UnetGenerator(num_downs=5, ngf=4), PatchDiscriminator(ndf=8)
+    dtypes = []
+    for c in convs(G) + convs(D): c.register_forward_hook(lambda m, i, o: dtypes.append(o.dtype))
+    x = torch.randn(2, 3, 32, 32)
+    with torch.autocast('cpu', dtype=torch.bfloat16):
+        y = G(x)
+        out = D(torch.cat([x, y], 1))
+    assert len(dtypes) == len(convs(G)) + len(convs(D)) and set(dtypes) == {torch.bfloat16}
+    assert y.isfinite().all() and out.isfinite().all()
+    out.float().mean().backward()
+    for p in list(G.parameters()) + list(D.parameters()):
+        assert p.dtype == torch.float32 and p.grad is not None and p.grad.dtype == torch.float32 and p.grad.isfinite().all()
+    assert any(p.grad.abs().sum() > 0 for p in G.parameters())
+
+# --- parity with the reference implementation ------------------------------------------------------
+# A condensed copy of the reference's UnetSkipConnectionBlock (BatchNorm case), to check that parameter
+# names match (so its checkpoints load) and that the outputs are the same.
+
+class _RefBlock(nn.Module):
+    def __init__(self, outer_nc, inner_nc, input_nc=None, submodule=None, outermost=False, innermost=False,
+                 norm_layer=nn.BatchNorm2d, use_dropout=False):
+        super().__init__()
+        self.outermost, use_bias = outermost, norm_layer == nn.InstanceNorm2d
+        input_nc = input_nc or outer_nc
+        downconv = nn.Conv2d(input_nc, inner_nc, kernel_size=4, stride=2, padding=1, bias=use_bias)
+        downrelu, downnorm, uprelu, upnorm = nn.LeakyReLU(0.2, True), norm_layer(inner_nc), nn.ReLU(True), norm_layer(outer_nc)
+        if outermost:
+            upconv = nn.ConvTranspose2d(inner_nc * 2, outer_nc, kernel_size=4, stride=2, padding=1)
+            model = [downconv] + [submodule] + [uprelu, upconv, nn.Tanh()]
+        elif innermost:
+            upconv = nn.ConvTranspose2d(inner_nc, outer_nc, kernel_size=4, stride=2, padding=1, bias=use_bias)
+            model = [downrelu, downconv] + [uprelu, upconv, upnorm]
+        else:
+            upconv = nn.ConvTranspose2d(inner_nc * 2, outer_nc, kernel_size=4, stride=2, padding=1, bias=use_bias)
+            model = [downrelu, downconv, downnorm] + [submodule] + [uprelu, upconv, upnorm]
+            if use_dropout: model += [nn.Dropout(0.5)]
+        self.model = nn.Sequential(*model)
+
+    def forward(self, x): return self.model(x) if self.outermost else torch.cat([x, self.model(x)], 1)
+
+class _RefUnet(nn.Module):
+    def __init__(self, input_nc, output_nc, num_downs, ngf=64, use_dropout=False):
+        super().__init__()
+        b = _RefBlock(ngf * 8, ngf * 8, innermost=True)
+        for i in range(num_downs - 5): b = _RefBlock(ngf * 8, ngf * 8, submodule=b, use_dropout=use_dropout)
+        b = _RefBlock(ngf * 4, ngf * 8, submodule=b)
+        b = _RefBlock(ngf * 2, ngf * 4, submodule=b)
+        b = _RefBlock(ngf, ngf * 2, submodule=b)
+        self.model = _RefBlock(output_nc, ngf, input_nc=input_nc, submodule=b, outermost=True)
+
+    def forward(self, x): return self.model(x)
+
+def test_reference_parity():
+    torch.manual_seed(0)
+    G, ref = UnetGenerator(num_downs=6, ngf=4), _RefUnet(3, 3, 6, ngf=4, use_dropout=True)
+    sd = G.state_dict()
+    assert {k: v.shape for k, v in sd.items()} == {k: v.shape for k, v in ref.state_dict().items()}
+    ref.load_state_dict(sd)
+    x = torch.randn(2, 3, 64, 64, requires_grad=True)
+    for mode in ('eval', 'train'):  # train mode: same dropout masks from the same seed
+        getattr(G, mode)(); getattr(ref, mode)()
+        torch.manual_seed(1); y = G(x)
+        torch.manual_seed(1); y_ref = ref(x)
+        torch.testing.assert_close(y, y_ref)
+        g, = torch.autograd.grad(y.sum(), x)
+        g_ref, = torch.autograd.grad(y_ref.sum(), x)
+        torch.testing.assert_close(g, g_ref)

@@ -1,0 +1,255 @@
+"Pix2pixTrainer against a plain PyTorch pix2pix loop, and the trainer's contract with fastai."
+from copy import deepcopy
+import pytest, torch
+from torch import nn
+import torch.nn.functional as F
+from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed
+import fastai.callback.progress  # Learner.no_bar
+from fastai.callback.fp16 import MixedPrecision
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode
+
+
+def batches(n=3, bs=2, size=32, cin=3, cout=3, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return [(torch.rand(bs, cin, size, size, generator=g)*2-1, torch.rand(bs, cout, size, size, generator=g)*2-1) for _ in range(n)]
+
+def make_dls(bs_list, valid=None):
+    items = [(a, b) for A, B in bs_list for a, b in zip(A, B)]
+    v = valid or items[:2]
+    return DataLoaders.from_dsets(items, v, bs=len(bs_list[0][0]), shuffle=False, device='cpu')
+
+def nets(cin=3, cout=3, dropout=False):
+    torch.manual_seed(1)
+    return UnetGenerator(cin, cout, num_downs=5, ngf=8, use_dropout=dropout), PatchDiscriminator(cin+cout, ndf=8, n_layers=2)
+
+def fit(learn, n, lr, **kw):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, **kw)
+
+def state(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+def assert_close(a, b, atol, rtol=0):
+    assert a.keys() == b.keys()
+    for k in a: torch.testing.assert_close(a[k].float(), b[k].float(), atol=atol, rtol=rtol, msg=lambda m: f'{k}: {m}')
+
+
+def gan_ref(mode, pred, real, for_d=True):
+    "The GAN objectives written out from the pix2pix reference"
+    if mode == 'vanilla': return F.binary_cross_entropy_with_logits(pred, torch.full_like(pred, float(real)))
+    if mode == 'lsgan': return F.mse_loss(pred, torch.full_like(pred, float(real)))
+    if mode == 'hinge':
+        if not for_d: return -pred.mean()
+        return F.relu(1 - pred).mean() if real else F.relu(1 + pred).mean()
+
+def plain_pix2pix(G, D, data, lr, mode='vanilla', lambda_l1=100., amp=None):
+    "DESIGN §5, step by step, in plain PyTorch"
+    G, D = deepcopy(G).train(), deepcopy(D).train()
+    opt_g = torch.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999), eps=1e-8, fused=True)
+    opt_d = torch.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999), eps=1e-8, fused=True)
+    ac = lambda: torch.autocast('cpu', dtype=amp, enabled=amp is not None)
+    for A, B in data:
+        with ac(): fake = G(A)
+        fake = fake.float()
+        D.requires_grad_(True); opt_d.zero_grad()
+        with ac():
+            l_fake = gan_ref(mode, D(torch.cat([A, fake.detach()], 1)).float(), False)
+            l_real = gan_ref(mode, D(torch.cat([A, B], 1)).float(), True)
+        (0.5*(l_fake + l_real)).backward(); opt_d.step()
+        D.requires_grad_(False); opt_g.zero_grad()
+        with ac(): l_g = gan_ref(mode, D(torch.cat([A, fake], 1)).float(), True, for_d=False) + lambda_l1*F.l1_loss(fake, B)
+        l_g.backward(); opt_g.step()
+    return G, D
+
+
+@pytest.mark.parametrize('mode,amp,atol', [('vanilla', None, 1e-5), ('lsgan', None, 1e-5), ('hinge', None, 1e-5),
+                                           ('vanilla', torch.bfloat16, 2e-3)])
+def test_trainer_matches_plain_loop(mode, amp, atol):
+    data = batches(n=3)
+    G, D = nets()
+    G_ref, D_ref = plain_pix2pix(G, D, data, 1e-3, mode, amp=amp)
+    learn = Learner(make_dls(data), deepcopy(G), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=Pix2pixTrainer(deepcopy(D), gan_mode=mode))
+    if amp is not None: learn.to_bf16()
+    fit(learn, 1, 1e-3)
+    assert_close(state(learn.model), state(G_ref), atol)
+    assert_close(state(learn.pix2pix_trainer.discriminator), state(D_ref), atol)
+    # and the run really moved the weights
+    k = next(iter(G.state_dict()))
+    assert not torch.allclose(state(learn.model)[k], G.state_dict()[k])
+
+
+def test_learners_own_step_does_not_move_G():
+    class Watch(Callback):
+        order = 20   # after the trainer and fastai's MixedPrecision
+        def before_backward(self): self.w0 = state(self.learn.model)
+        def after_step(self): assert_close(state(self.learn.model), self.w0, 0)
+        def after_batch(self):
+            if self.training: self.moved = not torch.equal(next(self.learn.model.parameters()), next(iter(self.w0.values())))
+    data = batches()
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), cbs=[Pix2pixTrainer(D), Watch()])  # fastai Adam, wd 0.01
+    fit(learn, 1, 1e-3)
+    assert learn.watch.moved
+
+
+def test_d_lr_follows_one_cycle():
+    lrs = []
+    class Rec(Callback):
+        order = 20
+        def after_batch(self):
+            if self.training: lrs.append((self.opt.hypers[-1]['lr'], self.pix2pix_trainer.d_opt.hypers[0]['lr'],
+                                          self.opt.hypers[-1]['mom'], self.pix2pix_trainer.d_opt.hypers[0]['mom']))
+    data = batches(n=4)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=[Pix2pixTrainer(D, d_lr_mult=0.5), Rec()])
+    with learn.no_bar(), learn.no_logging(): learn.fit_one_cycle(2, 1e-3)
+    assert len(lrs) == 8 and len({round(g, 12) for g, *_ in lrs}) == 8
+    for g, d, gm, dm in lrs: assert d == pytest.approx(0.5*g) and dm == pytest.approx(gm)
+
+
+def test_fit_pix2pix_schedule():
+    lrs = []
+    class Rec(Callback):
+        order = 20
+        def after_batch(self):
+            if self.training: lrs.append((self.epoch, self.opt.hypers[-1]['lr'], self.pix2pix_trainer.d_opt.hypers[0]['lr']))
+    data = batches(n=2)
+    G, D = nets()
+    learn = pix2pix_learner(make_dls(data), generator=G, discriminator=D, cbs=Rec())
+    with learn.no_bar(), learn.no_logging(): learn.fit_pix2pix(2, 2, lr=1e-3)
+    sched = pix2pix_schedule(1e-3, 2, 2)
+    assert [round(l/1e-3, 6) for _, l, _ in lrs] == [1, 1, 1, 1, round(2/3, 6), round(2/3, 6), round(1/3, 6), round(1/3, 6)]
+    assert all(d == g for _, g, d in lrs)
+
+
+def test_validation_updates_nothing():
+    data = batches()
+    G, D = nets(dropout=True)
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D, test_mode='paper'))
+    fit(learn, 1, 1e-3)
+    t = learn.pix2pix_trainer
+    g0, d0 = state(learn.model), state(t.discriminator)
+    og = deepcopy(learn.opt.opt.state_dict()); od = deepcopy(t.d_opt.opt.state_dict())
+    for mode in ('paper', 'eval'):
+        t.test_mode = mode
+        with learn.no_bar(): learn.validate()
+    assert_close(state(learn.model), g0, 0); assert_close(state(t.discriminator), d0, 0)
+    assert str(learn.opt.opt.state_dict()) == str(og) and str(t.d_opt.opt.state_dict()) == str(od)
+
+
+def test_paper_test_mode_uses_batch_stats_and_dropout():
+    torch.manual_seed(0)
+    G = UnetGenerator(num_downs=6, ngf=4).eval()   # one dropout block
+    x = torch.rand(2, 3, 64, 64)*2-1
+    with paper_test_mode(G):
+        a, b = G(x), G(x)
+    assert not torch.equal(a, b)            # dropout is on
+    assert not G.training and all(not m.training for m in G.modules())
+    bns = [m for m in G.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert all(m.track_running_stats for m in bns)
+    assert all(torch.equal(m.running_mean, torch.zeros_like(m.running_mean)) for m in bns)   # untouched
+
+
+def test_bf16_on_cpu_runs_convolutions_in_bf16():
+    seen = set()
+    data = batches(n=1)
+    G, D = nets()
+    hook = lambda m, i, o: seen.add((type(m).__name__, o.dtype))
+    for m in list(G.modules()) + list(D.modules()):
+        if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d)): m.register_forward_hook(hook)
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D)).to_bf16()
+    fit(learn, 1, 1e-3)
+    assert seen == {('Conv2d', torch.bfloat16), ('ConvTranspose2d', torch.bfloat16)}
+    assert all(p.dtype == torch.float32 for p in learn.model.parameters())
+    # fastai's MixedPrecision was switched off for the fit and is back afterwards
+    assert learn.mixed_precision.run
+
+
+def test_fp16_on_cpu_is_a_clear_error():
+    data = batches(n=1)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), cbs=Pix2pixTrainer(D)).to_fp16()
+    w0 = state(G)
+    with pytest.raises(ValueError, match='fp16 mixed precision needs a CUDA device.*to_bf16'): fit(learn, 1, 1e-3)
+    assert_close(state(learn.model), w0, 0)
+
+
+def test_discriminator_inferred_from_data_or_used_as_given():
+    data = batches(n=1, cin=1, cout=3)
+    G, _ = nets(cin=1, cout=3)
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), cbs=Pix2pixTrainer())
+    fit(learn, 1, 1e-3)
+    D = learn.pix2pix_trainer.discriminator
+    assert isinstance(D, PatchDiscriminator) and D.in_ch == 4
+    assert next(D.parameters()).device == torch.device(learn.dls.device)
+    # a given D is not re-initialised
+    _, D2 = nets()
+    w = D2.model[0].weight.detach().clone()
+    t = Pix2pixTrainer(D2)
+    assert t.discriminator is D2 and torch.equal(D2.model[0].weight, w)
+
+
+@pytest.mark.parametrize('mode', ['lsgan', 'hinge', 'wgangp'])
+def test_other_modes_and_options(mode):
+    data = batches(n=2)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=Pix2pixTrainer(D, gan_mode=mode, n_critic=2, clip_g=1., clip_d=1.))
+    fit(learn, 1, 1e-3)
+    t = learn.pix2pix_trainer
+    assert torch.isfinite(torch.stack(t.hist)).all()
+    steps = {int(s['step']) for s in t.d_opt.opt.state.values()}
+    assert steps == {4}   # 2 batches x 2 D updates
+    assert {int(s['step']) for s in learn.opt.opt.state.values()} == {2}
+
+
+def test_loss_columns_without_host_sync(monkeypatch):
+    data = batches(n=2)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D))
+    t = learn.pix2pix_trainer
+    orig = Pix2pixTrainer.on_batch_end
+    def guarded(self, *args, **kwargs):
+        with monkeypatch.context() as m:
+            def boom(*a, **k): raise AssertionError('host sync in the training step')
+            m.setattr(torch.Tensor, 'item', boom); m.setattr(torch.Tensor, 'cpu', boom); m.setattr(torch.Tensor, 'tolist', boom)
+            return orig(self, *args, **kwargs)
+    monkeypatch.setattr(Pix2pixTrainer, 'on_batch_end', guarded)
+    with learn.no_bar(): learn.fit(2, 1e-3)
+    names = list(learn.recorder.metric_names)
+    assert names[1:3] == ['train_loss', 'valid_loss'] and names[3:7] == ['g_gan', 'g_l1', 'd_real', 'd_fake']
+    last = learn.recorder.values[-1]
+    assert len(last) == 6 and all(isinstance(v, float) for v in last)
+    assert last[3] == pytest.approx(t.hist[-1][1].item())
+
+
+def test_pix2pix_learner_defaults():
+    data = batches(n=1, size=64)
+    learn = pix2pix_learner(make_dls(data))
+    assert learn.model.num_downs == 6     # 64 = 2**6
+    fit(learn, 1, 2e-4)
+    for opt in (learn.opt, learn.pix2pix_trainer.d_opt):
+        h = opt.hypers[0]
+        assert (h['mom'], h['sqr_mom'], h['eps'], h['wd']) == (0.5, 0.999, 1e-8, 0.)
+    assert isinstance(learn.loss_func.func, nn.L1Loss)
+
+
+def test_save_load_and_pickle_leave_D_out(tmp_path):
+    import pickle
+    data = batches(n=1)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D), path=tmp_path)
+    fit(learn, 1, 1e-3)
+    learn.save('g')
+    w = state(learn.model)
+    G2, _ = nets()
+    learn2 = Learner(make_dls(data), G2, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(), path=tmp_path)
+    learn2.load('g')
+    assert_close(state(learn2.model), w, 0)
+    t = pickle.loads(pickle.dumps(learn.pix2pix_trainer))
+    assert t.discriminator is None and t.d_opt is None and t.lambda_l1 == 100.
+    t.export_discriminator = False
+    learn.pix2pix_trainer.export_discriminator = True
+    t2 = pickle.loads(pickle.dumps(learn.pix2pix_trainer))
+    assert isinstance(t2.discriminator, PatchDiscriminator)
