@@ -1,0 +1,288 @@
+"Paired image data: loading, shared augmentation, bad data, and the sample dataset"
+import csv, os
+from pathlib import Path
+
+import matplotlib
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt
+import numpy as np
+import pytest
+import torch
+from PIL import Image
+from torch import nn
+from fastai.learner import Learner
+from fastai.torch_core import TensorImage
+
+from gan_callbacks.data import *
+
+BICUBIC = Image.Resampling.BICUBIC
+
+def noise(h, w, c=3, seed=0):
+    "Random uint8 image: no symmetry a flip or shift could hide"
+    return np.random.default_rng(seed).integers(0, 256, (h, w, c), dtype=np.uint8)
+
+def save_ab(fn, a, b):
+    "Write arrays `a` and `b` side by side to `fn`"
+    fn.parent.mkdir(parents=True, exist_ok=True)
+    Image.fromarray(np.concatenate([a, b], axis=1)).save(fn)
+
+def make_aligned(root, n_train=4, n_valid=2, size=12, rel=lambda a: a):
+    "Aligned dataset where each B is `rel(A)`"
+    for split,n in (('train', n_train), ('val', n_valid)):
+        for i in range(n):
+            a = noise(size, size, seed=100*(split=='val')+i)
+            save_ab(root/split/f'{i:02d}.png', a, rel(a))
+    return root
+
+def to_uint8(t):
+    "Batch tensor in [-1, 1] back to uint8 HWC arrays"
+    return ((t.detach().cpu().float()+1)*127.5).round().clamp(0, 255).byte().permute(0, 2, 3, 1).numpy()
+
+def crops_of(im, n):
+    "Every `n`x`n` crop of `im` (HWC) and of its mirror image, keyed by (top, left, flipped)"
+    h,w = im.shape[:2]
+    return {(t, l, f): (im[:, ::-1] if f else im)[t:t+n, l:l+n]
+            for t in range(h-n+1) for l in range(w-n+1) for f in (False, True)}
+
+# ---------------------------------------------------------------- loaders
+
+def test_batch_shapes_dtype_range(tmp_path):
+    dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path), load_size=18, crop_size=16, bs=2)
+    for dl in (dls.train, dls.valid):
+        x,y = dl.one_batch()
+        assert x.shape == y.shape == (2, 3, 16, 16)
+        assert x.dtype == y.dtype == torch.float32
+        assert isinstance(x, TensorImage) and isinstance(y, TensorImage)
+        for t in (x, y): assert -1 <= t.min() < 0 < t.max() <= 1
+    assert (dls.in_ch, dls.out_ch, dls.load_size, dls.crop_size) == (3, 3, 18, 16)
+    assert (len(dls.train_ds), len(dls.valid_ds)) == (4, 2)
+    assert dls.n_inp == 1
+    assert dls.device == dls.train.device
+
+def test_new_empty_keeps_attributes(tmp_path):
+    dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path), in_ch=1, load_size=18, crop_size=16)
+    e = dls.new_empty()
+    assert type(e) is Pix2pixDataLoaders
+    assert (e.in_ch, e.out_ch, e.load_size, e.crop_size) == (1, 3, 18, 16)
+
+def test_shared_crop_and_flip_identical_pair(tmp_path):
+    "B == A: whatever crop and flip were drawn, both sides come out identical, at a real crop of the resized image"
+    root = make_aligned(tmp_path, n_train=2, n_valid=1, size=14)
+    dls = Pix2pixDataLoaders.from_folder(root, load_size=20, crop_size=16, bs=1, shuffle=False)
+    a0 = np.asarray(Image.open(root/'train'/'00.png'))[:, :14]
+    expected = crops_of(np.asarray(Image.fromarray(a0).resize((20, 20), BICUBIC)), 16)
+    seen = set()
+    for _ in range(30):
+        x,y = next(iter(dls.train))
+        assert torch.equal(x, y)
+        out = to_uint8(x)[0]
+        hits = [k for k,v in expected.items() if np.array_equal(v, out)]
+        assert len(hits) == 1
+        seen.add(hits[0])
+    assert {k[2] for k in seen} == {False, True}     # flipped and unflipped both occur
+    assert len({k[:2] for k in seen}) > 3            # and the crop moves
+
+def test_shared_crop_and_flip_inverted_pair(tmp_path):
+    "B = 255 - A stays B = 255 - A after augmentation, to interpolation rounding"
+    root = make_aligned(tmp_path, n_train=3, n_valid=1, size=14, rel=lambda a: 255-a)
+    dls = Pix2pixDataLoaders.from_folder(root, load_size=20, crop_size=16, bs=3)
+    for _ in range(10):
+        x,y = dls.train.one_batch()
+        assert (x+y).abs().max() <= 2/255 + 1e-6
+        assert x.abs().mean() > 0.1
+
+def test_validation_resize_only_and_deterministic(tmp_path):
+    root = make_aligned(tmp_path, size=12)
+    dls = Pix2pixDataLoaders.from_folder(root, load_size=20, crop_size=16, bs=2)
+    x1,y1 = dls.valid.one_batch()
+    x2,y2 = dls.valid.one_batch()
+    assert torch.equal(x1, x2) and torch.equal(y1, y2)
+    ab = Image.open(root/'val'/'00.png')
+    a = np.asarray(ab.crop((0, 0, 12, 12)).resize((16, 16), BICUBIC))
+    assert np.array_equal(to_uint8(x1)[0], a)
+
+def test_direction_swaps(tmp_path):
+    save_ab(tmp_path/'train'/'0.png', np.full((8, 8, 3), 10, np.uint8), np.full((8, 8, 3), 200, np.uint8))
+    save_ab(tmp_path/'val'/'0.png', np.full((8, 8, 3), 10, np.uint8), np.full((8, 8, 3), 200, np.uint8))
+    kw = dict(load_size=10, crop_size=8)
+    x,y = map(to_uint8, Pix2pixDataLoaders.from_folder(tmp_path, **kw).valid.one_batch())
+    assert (x == 10).all() and (y == 200).all()
+    x,y = map(to_uint8, Pix2pixDataLoaders.from_folder(tmp_path, direction='BtoA', **kw).valid.one_batch())
+    assert (x == 200).all() and (y == 10).all()
+
+def test_separate_layout_matches_stems(tmp_path):
+    "A/ and B/ matched by stem whatever the extension; B = A + 5 everywhere"
+    for split,stems in (('train', ['b', 'a', 'c']), ('val', ['z'])):
+        for i,s in enumerate(stems):
+            (tmp_path/split/'A').mkdir(parents=True, exist_ok=True); (tmp_path/split/'B').mkdir(parents=True, exist_ok=True)
+            v = 20*i + 100*(split=='val')
+            Image.new('RGB', (10, 6), (v,)*3).save(tmp_path/split/'A'/f'{s}.png')
+            Image.new('RGB', (10, 6), (v+5,)*3).save(tmp_path/split/'B'/f'{s}.bmp')
+    dls = Pix2pixDataLoaders.from_folder(tmp_path, layout='separate', load_size=10, crop_size=8, bs=3)
+    x,y = dls.train.one_batch()
+    d = to_uint8(y).astype(int) - to_uint8(x).astype(int)
+    assert (d == 5).all()
+    assert len(dls.valid_ds) == 1
+    x,y = Pix2pixDataLoaders.from_folder(tmp_path, layout='separate', direction='BtoA', load_size=10, crop_size=8, bs=3).train.one_batch()
+    assert ((to_uint8(x).astype(int) - to_uint8(y).astype(int)) == 5).all()
+
+def test_channels(tmp_path):
+    root = make_aligned(tmp_path)
+    dls = Pix2pixDataLoaders.from_folder(root, in_ch=1, load_size=18, crop_size=16, bs=2)
+    x,y = dls.one_batch()
+    assert x.shape == (2, 1, 16, 16) and y.shape == (2, 3, 16, 16)
+    assert (dls.in_ch, dls.out_ch) == (1, 3)
+    dls = Pix2pixDataLoaders.from_folder(root, in_ch=3, out_ch=1, direction='BtoA', load_size=18, crop_size=16, bs=2)
+    x,y = dls.valid.one_batch()
+    assert x.shape == (2, 3, 16, 16) and y.shape == (2, 1, 16, 16)
+    # a gray side is the PIL 'L' conversion of the file's colours
+    b = np.asarray(Image.open(root/'val'/'00.png').crop((0, 0, 12, 12)).convert('L').resize((16, 16), BICUBIC))
+    assert np.array_equal(to_uint8(y)[0, ..., 0], b)
+    dls = Pix2pixDataLoaders.from_folder(root, in_ch=4, out_ch=4, load_size=18, crop_size=16, bs=2)
+    x,y = dls.one_batch()
+    assert x.shape == y.shape == (2, 4, 16, 16)
+    assert (x[:, 3] == 1).all()       # opaque alpha
+
+def test_random_split(tmp_path):
+    root = make_aligned(tmp_path, n_train=10)
+    dls = Pix2pixDataLoaders.from_folder(root, valid_pct=0.3, seed=1, load_size=18, crop_size=16)
+    assert (len(dls.train_ds), len(dls.valid_ds)) == (7, 3)
+    again = Pix2pixDataLoaders.from_folder(root, valid_pct=0.3, seed=1, load_size=18, crop_size=16)
+    assert list(dls.valid_ds.items) == list(again.valid_ds.items)
+    assert all(o.parent.name == 'train' for o in dls.valid_ds.items)
+    dls = Pix2pixDataLoaders.from_folder(root, valid=None, load_size=18, crop_size=16)
+    assert (len(dls.train_ds), len(dls.valid_ds)) == (8, 2)
+
+def test_show_batch_and_results(tmp_path):
+    dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path), in_ch=1, load_size=18, crop_size=16, bs=2)
+    dls.show_batch(max_n=2)
+    learn = Learner(dls, nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Tanh()), loss_func=nn.L1Loss())
+    learn.show_results(max_n=2)
+    assert len(plt.gcf().axes) == 6
+    plt.close('all')
+
+# ---------------------------------------------------------------- bad data
+
+def test_missing_folders(tmp_path):
+    with pytest.raises(FileNotFoundError, match='nowhere'): Pix2pixDataLoaders.from_folder(tmp_path/'nowhere')
+    save_ab(tmp_path/'train'/'A'/'a.png', noise(4, 2), noise(4, 2))
+    with pytest.raises(FileNotFoundError, match=r'train/B'): Pix2pixDataLoaders.from_folder(tmp_path, layout='separate')
+
+def test_empty_folder(tmp_path):
+    (tmp_path/'train').mkdir()
+    (tmp_path/'train'/'notes.txt').write_text('no images here')
+    with pytest.raises(ValueError, match=r'No image files in .*train'): Pix2pixDataLoaders.from_folder(tmp_path)
+    make_aligned(tmp_path/'ok', n_valid=1)
+    for f in (tmp_path/'ok'/'val').iterdir(): f.unlink()
+    with pytest.raises(ValueError, match=r'No image files in .*val'): Pix2pixDataLoaders.from_folder(tmp_path/'ok')
+
+def test_unmatched_pairs(tmp_path):
+    for o,stems in (('A', 'abcx'), ('B', 'abcy')):
+        for s in stems: save_ab(tmp_path/'train'/o/f'{s}.png', noise(4, 2), noise(4, 2))
+    with pytest.raises(ValueError) as e: Pix2pixDataLoaders.from_folder(tmp_path, layout='separate')
+    a,b = tmp_path/'train'/'A',tmp_path/'train'/'B'
+    assert f"in {a} but not in {b}: x;" in str(e.value)
+    assert f"in {b} but not in {a}: y" in str(e.value)
+
+def test_duplicate_stems(tmp_path):
+    for o in 'AB': save_ab(tmp_path/'train'/o/'a.png', noise(4, 2), noise(4, 2))
+    save_ab(tmp_path/'train'/'A'/'a.jpg', noise(4, 2), noise(4, 2))
+    with pytest.raises(ValueError, match=r"Two images named 'a'"): Pix2pixDataLoaders.from_folder(tmp_path, layout='separate')
+
+@pytest.mark.parametrize('w,h', [(9, 4), (12, 4), (8, 8)])
+def test_aligned_size(tmp_path, w, h):
+    make_aligned(tmp_path)
+    Image.new('RGB', (w, h)).save(tmp_path/'train'/'weird.png')
+    with pytest.raises(ValueError, match=rf'weird\.png is {w}x{h}.*twice as wide'): Pix2pixDataLoaders.from_folder(tmp_path)
+
+def test_corrupt_files(tmp_path):
+    make_aligned(tmp_path)
+    (tmp_path/'val'/'garbage.png').write_bytes(b'certainly not a png')
+    with pytest.raises(ValueError, match=r'Cannot read image .*garbage\.png'): Pix2pixDataLoaders.from_folder(tmp_path)
+    (tmp_path/'val'/'garbage.png').unlink()
+    data = (tmp_path/'val'/'00.png').read_bytes()
+    (tmp_path/'val'/'cut.png').write_bytes(data[:len(data)//2])
+    with pytest.raises(ValueError, match=r'Cannot read image .*cut\.png'): Pix2pixDataLoaders.from_folder(tmp_path)
+
+def test_unreadable_at_load_time_names_file(tmp_path):
+    "A file that breaks after the checks (or with check=False) still names itself"
+    make_aligned(tmp_path)
+    (tmp_path/'val'/'00.png').write_bytes(b'broken')
+    dls = Pix2pixDataLoaders.from_folder(tmp_path, check=False, load_size=18, crop_size=16, bs=2)
+    with pytest.raises(OSError, match=r'00\.png'): dls.valid.one_batch()
+
+def test_bad_sizes_and_options(tmp_path):
+    make_aligned(tmp_path)
+    with pytest.raises(ValueError, match=r'crop_size \(300\) is larger than load_size \(286\)'):
+        Pix2pixDataLoaders.from_folder(tmp_path, crop_size=300)
+    with pytest.raises(ValueError, match=r'multiple of 256 \(2\*\*num_downs with num_downs=8\)'):
+        Pix2pixDataLoaders.from_folder(tmp_path, load_size=143, crop_size=128, num_downs=8)
+    with pytest.raises(ValueError, match='multiple of 128'):
+        Pix2pixDataLoaders.from_folder(tmp_path, load_size=286, crop_size=250, num_downs=7)
+    Pix2pixDataLoaders.from_folder(tmp_path, load_size=18, crop_size=16, num_downs=4)
+    with pytest.raises(ValueError, match='layout'): Pix2pixDataLoaders.from_folder(tmp_path, layout='stacked')
+    with pytest.raises(ValueError, match='direction'): Pix2pixDataLoaders.from_folder(tmp_path, direction='AB')
+    with pytest.raises(ValueError, match=r'1 \(gray\), 3 \(RGB\) or 4'): Pix2pixDataLoaders.from_folder(tmp_path, in_ch=2)
+    with pytest.raises(ValueError, match='bs=8'): Pix2pixDataLoaders.from_folder(tmp_path, load_size=18, crop_size=16, bs=8)
+
+# ---------------------------------------------------------------- sample dataset
+
+@pytest.fixture
+def home(tmp_path, monkeypatch):
+    monkeypatch.setenv('GAN_CALLBACKS_HOME', str(tmp_path))
+    return tmp_path
+
+def read_dir(p): return {f.relative_to(p): f.read_bytes() for f in sorted(p.rglob('*')) if f.is_file()}
+
+def test_sample_pairs_layout_and_cache(home):
+    p = sample_pairs(n_train=8, n_valid=3, size=32)
+    assert p.parent == home and p.name.startswith('sample_colorize_32')
+    assert [len(list((p/s).glob('*.png'))) for s in ('train', 'val')] == [8, 3]
+    assert (p/'train'/'0000.png').exists() and (p/'val'/'0002.png').exists()
+    ab = np.asarray(Image.open(p/'train'/'0003.png'))
+    assert ab.shape == (32, 64, 3)
+    a,b = ab[:, :32].astype(int), ab[:, 32:]
+    assert (a[..., 0] == a[..., 1]).all() and (a[..., 1] == a[..., 2]).all()
+    assert np.abs(a[..., 0] - np.asarray(Image.fromarray(b).convert('L'))).max() == 0
+    mtime = (p/'train'/'0000.png').stat().st_mtime_ns
+    assert sample_pairs(n_train=8, n_valid=3, size=32) == p
+    assert (p/'train'/'0000.png').stat().st_mtime_ns == mtime      # reused, not rebuilt
+    assert not [o for o in home.iterdir() if o.name.startswith('.')]  # no temporary folders left
+
+def test_sample_pairs_default_location(home):
+    assert sample_pairs(n_train=400, n_valid=40, size=16, kind='edges', path=None).name == 'sample_edges_16'
+
+def test_sample_pairs_deterministic(home):
+    p = sample_pairs(n_train=6, n_valid=2, size=32, seed=3)
+    first = read_dir(p)
+    assert sample_pairs(n_train=6, n_valid=2, size=32, seed=3, force=True) == p
+    assert read_dir(p) == first
+    other = sample_pairs(home/'other', n_train=6, n_valid=2, size=32, seed=3)
+    assert read_dir(other) == first
+    assert read_dir(sample_pairs(n_train=6, n_valid=2, size=32, seed=4)) != first
+
+def test_sample_pairs_valid_photos_held_out(home):
+    p = sample_pairs(n_train=40, n_valid=10, size=16)
+    rows = list(csv.DictReader(open(p/'pairs.csv')))
+    train = {r['photo'] for r in rows if r['split'] == 'train'}
+    valid = {r['photo'] for r in rows if r['split'] == 'val'}
+    assert len(rows) == 50 and not train & valid
+    assert valid <= set(sample_photos['val']) and train <= set(sample_photos['train'])
+    assert len(train) > 2
+
+def test_sample_pairs_edges(home):
+    p = sample_pairs(n_train=4, n_valid=2, size=32, kind='edges')
+    a = np.asarray(Image.open(p/'train'/'0000.png'))[:, :32]
+    assert set(np.unique(a)) <= {0, 255} and (a == 255).mean() > 0.5    # black edges on white
+    with pytest.raises(ValueError, match='kind'): sample_pairs(kind='sketch')
+
+def test_sample_pairs_does_not_overwrite_other_folders(home):
+    (home/'mine').mkdir(); (home/'mine'/'keep.txt').write_text('x')
+    with pytest.raises(FileExistsError): sample_pairs(home/'mine', n_train=2, n_valid=1, size=16)
+    assert (home/'mine'/'keep.txt').exists()
+
+def test_sample_pairs_loads(home):
+    dls = Pix2pixDataLoaders.from_folder(sample_pairs(n_train=8, n_valid=2, size=32), load_size=36, crop_size=32,
+                                         bs=4, num_downs=5)
+    x,y = dls.one_batch()
+    assert x.shape == y.shape == (4, 3, 32, 32)
