@@ -11,6 +11,7 @@ from .models import *
 from .losses import *
 from .data import *
 from .pix2pix import *
+from .checkpoint import *
 from .cli import *
-from . import core, models, losses, data, pix2pix, cli
-__all__ = [n for m in (core, models, losses, data, pix2pix, cli) for n in m.__all__]
+from . import core, models, losses, data, pix2pix, checkpoint, cli
+__all__ = [n for m in (core, models, losses, data, pix2pix, checkpoint, cli) for n in m.__all__]

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04_pix2pix.ipynb #8b9b87a3
 from __future__ import annotations
-import math
+import math, warnings
 from contextlib import contextmanager, nullcontext
 import torch
 from torch import nn
@@ -23,7 +23,8 @@ from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'paper_test_mode', 'Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule']
+__all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'Pix2pixTrainer', 'unet_depth', 'pix2pix_learner',
+           'pix2pix_schedule']
 
 # %% ../nbs/04_pix2pix.ipynb #aedacbdc
 def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
@@ -46,14 +47,35 @@ def _amp_dtype(learn, device_type):
     return torch.float16
 
 def _step(loss, opt, scaler=None, params=None, clip=None):
-    "Backward `loss` and step `opt`, with loss scaling and gradient clipping when asked"
+    "Backward `loss` and step `opt` unless the loss or a gradient is not finite; returns that flag, on the device"
+    bad = ~torch.isfinite(loss.detach())
+    topt = getattr(opt, 'opt', opt)   # the PyTorch optimizer inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
     else: scaler.scale(loss).backward()
     if clip is not None:
-        if scaler is not None: scaler.unscale_(opt)
-        nn.utils.clip_grad_norm_(params, clip)
-    if scaler is None: opt.step()
-    else: scaler.step(opt); scaler.update()
+        if scaler is not None: scaler.unscale_(topt)
+        norm = nn.utils.clip_grad_norm_(params, clip)
+    if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
+        scaler.step(topt); scaler.update()
+        return bad
+    if clip is None: norm = _grad_norm(params)
+    bad = bad | ~torch.isfinite(norm)
+    _step_unless(bad, opt)
+    return bad
+
+def _grad_norm(params):
+    "Total 2-norm of the gradients of `params`: not finite when one of them is not"
+    grads = [p.grad for p in params if p.grad is not None]
+    return nn.utils.get_total_norm(grads) if grads else torch.zeros(())
+
+def _step_unless(bad, opt):
+    "Step `opt` unless `bad`: on the device for optimizers that take PyTorch's `found_inf` (fused Adam), else with a host sync"
+    topt = getattr(opt, 'opt', opt)
+    if getattr(topt, '_step_supports_amp_scaling', False):
+        topt.found_inf = bad.float()   # the fused kernel leaves weights and state untouched when it is 1
+        try: topt.step()
+        finally: del topt.found_inf
+    elif not bad.item(): opt.step()
 
 # %% ../nbs/04_pix2pix.ipynb #a9fdb272
 @contextmanager
@@ -70,6 +92,35 @@ def paper_test_mode(model):
         for m, t in modes: m.train(t)
 
 # %% ../nbs/04_pix2pix.ipynb #aef0147c
+class NonFiniteError(FloatingPointError):
+    "Training stopped: too many iterations in a row had a non-finite loss or gradients"
+
+def _flat(ts):
+    "The tensors `ts` as one flat copy per dtype (a few kernels, however many tensors)"
+    groups = {}
+    for t in ts: groups.setdefault(t.dtype, []).append(t.reshape(-1))
+    return {dt: torch.cat(g) for dt, g in groups.items()}
+
+def _norm_stats(model):
+    "The running statistics of `model`'s BatchNorm layers, and a copy of them"
+    bufs = [b for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase) for b in m.buffers(recurse=False)]
+    return bufs, _flat(bufs)
+
+def _restore_if(bad, stats):
+    "Put the copied statistics back if `bad` (a flag on the device)"
+    bufs, old = stats
+    for dt, now in _flat(bufs).items():
+        group = [b for b in bufs if b.dtype == dt]
+        kept = torch.where(bad, old[dt], now).split([b.numel() for b in group])
+        torch._foreach_copy_(group, [k.view_as(b) for k, b in zip(kept, group)])
+
+def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
+
+def _in_fit(learn):
+    "Whether the events come from `fit`: `validate`, `get_preds` and `predict` send `before_fit` too, holding `learn.lock`"
+    return not (learn.lock.locked() or hasattr(learn, 'lr_finder') or hasattr(learn, 'gather_preds'))
+
+# %% ../nbs/04_pix2pix.ipynb #04fce1d8
 _cols = ('g_gan', 'g_l1', 'd_real', 'd_fake')
 
 class _LastValue:
@@ -81,6 +132,7 @@ class _LastValue:
 
 class Pix2pixTrainer(StateDictCallback):
     "Pix2pix: per training batch one D update then one G update; G is the Learner's model and `learn.opt` steps it"
+    check_every = 100   # batches between two reads of the non-finite count (and at each epoch's end)
     def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` fitted to the data
                  gan_mode:str='vanilla',   # 'vanilla' (the paper), 'lsgan', 'hinge' or 'wgangp'
                  lambda_l1:float=100.,     # weight of the L1 term in G's loss
@@ -92,16 +144,18 @@ class Pix2pixTrainer(StateDictCallback):
                  clip_d:float|None=None,   # max gradient norm for D
                  test_mode:str='eval',     # 'eval' (fastai) or 'paper' (dropout on, batch statistics)
                  beta:float=0.98,          # smoothing of the reported losses
+                 max_nonfinite:int|None=3, # stop after this many non-finite iterations in a row (`None`: never)
                  export_discriminator:bool=False): # keep D and its optimizer in `learn.export`
         if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
         store_attr(but='discriminator')
         self.discriminator, self.gan_loss = discriminator, GANLoss(gan_mode)
         self.d_opt = self.g_scaler = self.d_scaler = self.amp_dtype = None
+        self.hist, self._avg, self._n, self.n_skipped, self._row = [], None, 0, 0, 0
         self._metrics = [ValueMetric(_LastValue(self, i), c) for i, c in enumerate(_cols)]
 
     def on_train_begin(self, **kwargs):
-        "Set up device, precision, D and the loss columns"
-        self.device = getattr(self.learn.dls, 'device', None) or default_device()
+        "Set up device, precision, D, the loss columns and the non-finite counts"
+        self.device = _device(self.learn)
         self.device_type = torch.device(self.device).type
         self.amp_dtype = _amp_dtype(self.learn, self.device_type)
         fp16 = self.amp_dtype == torch.float16
@@ -109,7 +163,9 @@ class Pix2pixTrainer(StateDictCallback):
         if not fp16: self.g_scaler = self.d_scaler = None
         if self.discriminator is not None: self.discriminator.to(self.device).train()
         if not any(m in self.learn.metrics for m in self._metrics): self.learn.metrics = L(self.learn.metrics) + self._metrics
-        self.hist, self._avg, self._n = [], None, 0
+        if _in_fit(self.learn):   # not on `validate`: the fit's history stays
+            self.hist, self._avg, self._n = [], None, 0
+            self.n_skipped, self._row = 0, 0   # skipped iterations: in this fit, and in a row
 
     def autocast(self):
         return torch.autocast(self.device_type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
@@ -118,6 +174,7 @@ class Pix2pixTrainer(StateDictCallback):
         "Enter autocast for G's forward, and the paper's test mode on validation batches if asked"
         self._test_ctx = paper_test_mode(self.learn.model) if not train and self.test_mode == 'paper' else nullcontext()
         self._amp_ctx = self.autocast()
+        if train: self._g_stats = _norm_stats(self.learn.model)   # G's forward is about to update them
         self._test_ctx.__enter__(); self._amp_ctx.__enter__()
 
     def on_loss_begin(self, last_output, **kwargs):
@@ -128,14 +185,16 @@ class Pix2pixTrainer(StateDictCallback):
     def on_backward_begin(self, **kwargs): return {'skip_bwd': True}   # the Learner's own update is replaced...
     def on_backward_end(self, **kwargs): return {'skip_step': True}    # ...both backward and step (see `core`)
 
-    def on_batch_end(self, last_input, last_target, last_output, train, **kwargs):
+    def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pix iteration: D update on (A, fake.detach()) and (A, B), then G update through the updated D"
         self._test_ctx.__exit__(None, None, None)
         if not train: return
         A, B, fake = last_input, last_target, last_output
-        D, G, g_opt = self._get_discriminator(A, B), self.learn.model, self.learn.opt
+        D, G, g_opt = self.setup_discriminator(A.shape[1] + B.shape[1]), self.learn.model, self.learn.opt
+        d_stats = _norm_stats(D)   # copies, to undo the iteration should it be skipped
         self._sync_d_hypers()
         D.requires_grad_(True)
+        d_bad = False
         for _ in range(self.n_critic):
             self.d_opt.zero_grad()
             with self.autocast():
@@ -143,19 +202,21 @@ class Pix2pixTrainer(StateDictCallback):
                 d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)
                 d_loss = 0.5 * (d_fake + d_real)
                 if self.gan_mode == 'wgangp': d_loss = d_loss + gradient_penalty(D, B, fake.detach(), cond=A, weight=self.gp_weight)
-            _step(d_loss, self.d_opt, self.d_scaler, D.parameters(), self.clip_d)
+            d_bad = _step(d_loss, self.d_opt, self.d_scaler, list(D.parameters()), self.clip_d) | d_bad
         D.requires_grad_(False)
         with self.autocast():
             g_gan = self.gan_loss(D(torch.cat([A, fake], 1)), True, for_discriminator=False)
             g_l1 = self.lambda_l1 * F.l1_loss(fake.float(), B.float())
             g_loss = g_gan + g_l1
-        _step(g_loss, g_opt, self.g_scaler, G.parameters(), self.clip_g)
-        self._log(g_gan, g_l1, d_real, d_fake)
+        bad = _step(g_loss, g_opt, self.g_scaler, list(G.parameters()), self.clip_g) | d_bad   # skipped: a flag on the device
+        self._forget_if(bad, self._g_stats, d_stats)
+        self._log(bad, g_gan, g_l1, d_real, d_fake)
+        self._count_nonfinite(bad, epoch, num_batch)
 
-    def _get_discriminator(self, A, B):
-        "D, built on first use with as many input channels as A and B together, and its optimizer"
+    def setup_discriminator(self, in_ch:int):
+        "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
         if self.discriminator is None:
-            self.discriminator = PatchDiscriminator(in_ch=A.shape[1] + B.shape[1]).to(self.device).train()
+            self.discriminator = PatchDiscriminator(in_ch=in_ch).to(_device(self.learn)).train()
         if self.d_opt is None:
             self.d_opt = (self.d_opt_func or self.learn.opt_func)(list(self.discriminator.parameters()), lr=self.learn.lr)
         return self.discriminator
@@ -166,21 +227,69 @@ class Pix2pixTrainer(StateDictCallback):
         for k in ('lr', 'mom', 'wd'):
             if k in g and k in d: self.d_opt.set_hyper(k, float(g[k] * self.d_lr_mult if k == 'lr' else g[k]))
 
-    def _log(self, *vals):
-        "Smoothed, debiased losses kept on the device: no host sync per batch"
+    def _forget_if(self, bad, *stats):
+        "A skipped iteration leaves no trace: BatchNorm statistics back, and fastai's smoothed train loss unchanged"
+        for st in stats: _restore_if(bad, st)
+        rec = getattr(self.learn, 'recorder', None)
+        if rec is not None and torch.is_tensor(self.learn.loss):   # `Recorder` lerps towards `learn.loss`
+            loss = self.learn.loss
+            self.learn.loss = torch.where(bad, rec.smooth_loss.val.to(loss.device, non_blocking=True), loss)
+
+    def _log(self, bad, *vals):
+        "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"
         v = torch.stack([o.detach().float() for o in vals])
-        self._avg = torch.lerp(torch.zeros_like(v) if self._avg is None else self._avg, v, 1 - self.beta)
+        prev = torch.zeros_like(v) if self._avg is None else self._avg
+        self._avg = torch.where(bad, prev, torch.lerp(prev, v, 1 - self.beta))
         self._n += 1
         self.hist.append(self._avg / (1 - self.beta ** self._n))
 
+    def _count_nonfinite(self, bad, epoch, batch):
+        "Note the flag on the device (no host sync); read the flags every `check_every` batches and at the epoch's end"
+        if batch == 0: self._flags, self._checked, self._epoch_skipped = bad.new_zeros(self.learn.n_iter), 0, 0
+        self._flags[batch] = bad
+        if (batch + 1) % self.check_every == 0 or batch + 1 == self.learn.n_iter: self._check_nonfinite(epoch, batch + 1)
+
+    def _check_nonfinite(self, epoch, upto):
+        "One host sync: count the skipped iterations since the last read, stop after `max_nonfinite` in a row"
+        for b, bad in enumerate(self._flags[self._checked:upto].tolist(), self._checked):
+            self._row = self._row + 1 if bad else 0
+            self.n_skipped += bad; self._epoch_skipped += bad
+            if self._row == self.max_nonfinite:
+                raise NonFiniteError(f"{self._row} training iterations in a row had a non-finite loss or gradients, the last "
+                                     f"of them at epoch {epoch}, batch {b}. Their updates were skipped, so the weights are "
+                                     "those from before them; check the data and the learning rate.")
+        self._checked = upto
+        if upto == self.learn.n_iter and self._epoch_skipped:
+            warnings.warn(f"Pix2pixTrainer: {self._epoch_skipped} iteration(s) of epoch {epoch} skipped: non-finite loss or gradients")
+
+    def state_dict(self):
+        "D, its optimizer, the loss scalers, the smoothed losses and the non-finite counts: all a fit needs to continue exactly"
+        D, sd = self.discriminator, lambda o: None if o is None else o.state_dict()
+        return dict(d_in_ch=getattr(D, 'in_ch', None), discriminator=sd(D), d_opt=sd(self.d_opt),
+                    g_scaler=sd(self.g_scaler), d_scaler=sd(self.d_scaler), hist=torch.stack(self.hist) if self.hist else None,
+                    avg=self._avg, n=self._n, n_skipped=self.n_skipped, row=self._row)
+
+    def load_state_dict(self, sd, with_opt:bool=True):
+        "Continue from `state_dict()`, building D first if needed (scaler states go to the scalers of an fp16 fit)"
+        if sd['discriminator'] is not None:
+            self.setup_discriminator(sd['d_in_ch']).load_state_dict(sd['discriminator'])
+            if with_opt and sd['d_opt'] is not None: self.d_opt.load_state_dict(sd['d_opt'])
+        for k in ('g_scaler', 'd_scaler'):
+            if sd[k] and getattr(self, k) is not None: getattr(self, k).load_state_dict(sd[k])
+        dev = _device(self.learn)
+        self.hist = [] if sd['hist'] is None else list(sd['hist'].to(dev).unbind(0))
+        self._avg, self._n = None if sd['avg'] is None else sd['avg'].to(dev), sd['n']
+        self.n_skipped, self._row = sd['n_skipped'], sd['row']
+
     def __getstate__(self):
         state = super().__getstate__()
-        for k in ('hist', '_avg', '_amp_ctx', '_test_ctx'): state.pop(k, None)
+        for k in ('_amp_ctx', '_test_ctx', '_g_stats', '_flags'): state.pop(k, None)
+        state.update(hist=[], _avg=None, _n=0)
         if not self.export_discriminator:
             for k in ('discriminator', 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
         return state
 
-# %% ../nbs/04_pix2pix.ipynb #04fce1d8
+# %% ../nbs/04_pix2pix.ipynb #459adbb6
 def unet_depth(size:int, max_downs:int=8):
     "The deepest U-Net (at most `max_downs`) whose downsamplings divide `size`: 256 -> 8, 128 -> 7, 96 -> 5"
     n = 0
@@ -213,7 +322,7 @@ def fit_pix2pix(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float
     sched = ParamScheduler({'lr': pix2pix_schedule(lr, n_epochs, n_epochs_decay)})
     self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)
 
-# %% ../nbs/04_pix2pix.ipynb #2fce5a90
+# %% ../nbs/04_pix2pix.ipynb #3eca0d8b
 @patch
 def plot_losses(self:Pix2pixTrainer, ax=None):
     "Plot the smoothed G and D losses of the last fit, one value per training batch"

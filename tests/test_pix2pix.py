@@ -7,7 +7,7 @@ from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed
 import fastai.callback.progress  # Learner.no_bar
 from fastai.callback.fp16 import MixedPrecision
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode
+from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError
 
 
 def batches(n=3, bs=2, size=32, cin=3, cout=3, seed=0):
@@ -136,6 +136,7 @@ def test_validation_updates_nothing():
         with learn.no_bar(): learn.validate()
     assert_close(state(learn.model), g0, 0); assert_close(state(t.discriminator), d0, 0)
     assert str(learn.opt.opt.state_dict()) == str(og) and str(t.d_opt.opt.state_dict()) == str(od)
+    assert len(t.hist) == 3   # the fit's loss history stays
 
 
 def test_paper_test_mode_uses_batch_stats_and_dropout():
@@ -209,14 +210,21 @@ def test_loss_columns_without_host_sync(monkeypatch):
     G, D = nets()
     learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D))
     t = learn.pix2pix_trainer
-    orig = Pix2pixTrainer.on_batch_end
+    orig, orig_check, orig_tolist, checks = Pix2pixTrainer.on_batch_end, Pix2pixTrainer._check_nonfinite, torch.Tensor.tolist, []
     def guarded(self, *args, **kwargs):
         with monkeypatch.context() as m:
             def boom(*a, **k): raise AssertionError('host sync in the training step')
             m.setattr(torch.Tensor, 'item', boom); m.setattr(torch.Tensor, 'cpu', boom); m.setattr(torch.Tensor, 'tolist', boom)
             return orig(self, *args, **kwargs)
+    def check(self, epoch, upto):   # the one read of the non-finite flags, at the epoch's end
+        checks.append(upto)
+        with monkeypatch.context() as m:
+            m.setattr(torch.Tensor, 'tolist', orig_tolist)
+            return orig_check(self, epoch, upto)
     monkeypatch.setattr(Pix2pixTrainer, 'on_batch_end', guarded)
+    monkeypatch.setattr(Pix2pixTrainer, '_check_nonfinite', check)
     with learn.no_bar(): learn.fit(2, 1e-3)
+    assert checks == [2, 2]   # 2 batches per epoch
     names = list(learn.recorder.metric_names)
     assert names[1:3] == ['train_loss', 'valid_loss'] and names[3:7] == ['g_gan', 'g_l1', 'd_real', 'd_fake']
     last = learn.recorder.values[-1]
@@ -253,3 +261,39 @@ def test_save_load_and_pickle_leave_D_out(tmp_path):
     learn.pix2pix_trainer.export_discriminator = True
     t2 = pickle.loads(pickle.dumps(learn.pix2pix_trainer))
     assert isinstance(t2.discriminator, PatchDiscriminator)
+
+
+class NaNTarget(Callback):
+    "NaN in the target of the training iterations `its`"
+    order = -5
+    def __init__(self, its): self.its = set(its)
+    def before_batch(self):
+        if self.training and self.learn.train_iter in self.its: self.learn.yb = (self.yb[0] * float('nan'),)
+
+def test_nonfinite_updates_are_skipped_with_clipping_and_critics():
+    data = batches(n=3)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=[Pix2pixTrainer(D, gan_mode='lsgan', n_critic=2, clip_g=1., clip_d=1.), NaNTarget({1})])
+    snaps = []
+    class Snap(Callback):
+        order = 100
+        def before_batch(self):
+            if self.training: snaps.append((state(self.learn.model), state(self.pix2pix_trainer.discriminator)))
+    learn.add_cb(Snap())
+    with learn.no_bar(), learn.no_logging(), pytest.warns(UserWarning, match='1 iteration'): learn.fit(1, 1e-3)
+    t = learn.pix2pix_trainer
+    (g1, d1), (g2, d2) = snaps[1], snaps[2]
+    assert_close(g2, g1, 0); assert_close(d2, d1, 0)   # iteration 1 left no trace, BatchNorm statistics included
+    assert t.n_skipped == 1 and torch.isfinite(torch.stack(t.hist)).all()
+    assert {int(s['step']) for s in t.d_opt.opt.state.values()} == {4}   # 2 good batches x 2 D updates
+    assert {int(s['step']) for s in learn.opt.opt.state.values()} == {2}
+
+
+def test_nonfinite_in_a_row_stops_training():
+    data = batches(n=3)
+    G, D = nets()
+    learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=[Pix2pixTrainer(D, max_nonfinite=2), NaNTarget({4, 5})])
+    with pytest.raises(NonFiniteError, match='2 training iterations in a row.*epoch 1, batch 2'): fit(learn, 3, 1e-3)
+    assert all(torch.isfinite(p).all() for p in learn.model.parameters())

@@ -1,0 +1,62 @@
+"Bad input gives a clear error, early, and changes nothing."
+import pytest, torch
+from fastai.basics import Learner, DataLoaders, L1LossFlat, set_seed
+import fastai.callback.progress  # Learner.no_bar
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
+from gan_callbacks.checkpoint import GANCheckpoint, CheckpointError, load_checkpoint
+
+
+def tiny_learner(path, ngf=8, cbs=None, **kw):
+    set_seed(0)
+    g = torch.Generator().manual_seed(0)
+    A = torch.rand(8, 3, 32, 32, generator=g) * 2 - 1
+    items = list(zip(A, -A.flip(-2)))
+    dls = DataLoaders.from_dsets(items, items[:4], bs=4, num_workers=0, device='cpu')
+    trainer = Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2))
+    return Learner(dls, UnetGenerator(num_downs=5, ngf=ngf), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                   cbs=[trainer] + list(cbs or []), path=path, **kw)
+
+def fit(learn, n=1):
+    with learn.no_bar(), learn.no_logging(): learn.fit(n, 1e-3)
+
+def weights(learn): return {k: v.clone() for k, v in learn.model.state_dict().items()}
+
+
+# --- checkpoints
+
+@pytest.fixture(scope='module')
+def saved(tmp_path_factory):
+    "A directory with one checkpoint of the tiny learner"
+    path = tmp_path_factory.mktemp('saved')
+    fit(tiny_learner(path, cbs=[GANCheckpoint()]))
+    return path
+
+def test_truncated_checkpoint(saved, tmp_path):
+    data = (saved/'models'/'gan_epoch0.pth').read_bytes()
+    bad = tmp_path/'half.pth'
+    bad.write_bytes(data[:len(data)//3])
+    with pytest.raises(CheckpointError, match=r'half\.pth: it is truncated or corrupt'): load_checkpoint(tiny_learner(tmp_path), bad)
+    (tmp_path/'empty.pth').write_bytes(b'')
+    with pytest.raises(CheckpointError, match=r'empty\.pth: it is truncated or corrupt'):
+        load_checkpoint(tiny_learner(tmp_path), tmp_path/'empty.pth')
+
+def test_checkpoint_of_another_architecture(saved):
+    learn = tiny_learner(saved, ngf=4, cbs=[GANCheckpoint(resume=True)])
+    w = weights(learn)
+    with pytest.raises(CheckpointError, match=r'(?s)does not fit the generator.*\(8, 3, 4, 4\) in the checkpoint, \(4, 3, 4, 4\) in the model'):
+        fit(learn)
+    assert all(torch.equal(w[k], v) for k, v in learn.model.state_dict().items())
+
+def test_output_dir_that_is_a_file(tmp_path):
+    (tmp_path/'models').write_text('not a directory')
+    learn = tiny_learner(tmp_path, cbs=[GANCheckpoint()])
+    w = weights(learn)
+    with pytest.raises(CheckpointError, match='Cannot write checkpoints to .*models: .*models is a file, not a directory'): fit(learn)
+    assert all(torch.equal(w[k], v) for k, v in learn.model.state_dict().items())   # failed before training
+
+def test_unwritable_model_dir(tmp_path):
+    # permissions do not stop root: a model directory under a file cannot be created by anyone
+    (tmp_path/'blocker').write_text('a file')
+    learn = tiny_learner(tmp_path, cbs=[GANCheckpoint()], model_dir=tmp_path/'blocker'/'models')
+    with pytest.raises(CheckpointError, match='blocker is a file, not a directory'): fit(learn)

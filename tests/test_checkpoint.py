@@ -1,0 +1,306 @@
+"GANCheckpoint: exact resume, safe writes, non-finite stops, and clear errors."
+import os, random, warnings
+from copy import deepcopy
+import pytest, torch
+from fastai.basics import Learner, DataLoaders, Callback, Transform, L1LossFlat, set_seed, L
+from fastai.optimizer import Adam
+import fastai.callback.progress  # Learner.no_bar
+import fastai.callback.schedule  # Learner.fit_one_cycle
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+from gan_callbacks.pix2pix import Pix2pixTrainer, NonFiniteError, pix2pix_adam
+from gan_callbacks.checkpoint import GANCheckpoint, CheckpointError, load_checkpoint, find_checkpoint, atomic_save
+
+
+class RandFlip(Transform):
+    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
+    order = 90
+    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
+
+def make_dls(n=16, bs=4, size=32, cin=3):
+    g = torch.Generator().manual_seed(0)
+    A = torch.rand(n, cin, size, size, generator=g) * 2 - 1
+    items = list(zip(A, -A[:, :3].flip(-2)))
+    return DataLoaders.from_dsets(items, items[:4], bs=bs, after_batch=RandFlip(), num_workers=0, device='cpu')  # shuffled
+
+def make_learner(path, seed=0, cbs=None, trainer=True, given_d=True, ngf=8, opt_func=pix2pix_adam, **trainer_kw):
+    "Tiny pix2pix (dropout on) under `seed`: everything random at construction depends on it"
+    set_seed(seed)
+    G = UnetGenerator(num_downs=5, ngf=ngf, use_dropout=True)
+    tcb = [Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2) if given_d else None, **trainer_kw)] if trainer else []
+    return Learner(make_dls(), G, loss_func=L1LossFlat(), opt_func=opt_func, cbs=tcb + L(cbs), path=path)
+
+def run(learn, n=4, one_cycle=False, **kw):
+    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        if one_cycle: learn.fit_one_cycle(n, 2e-3, **kw)
+        else: learn.fit(n, 1e-3, **kw)
+
+class Interrupt(Callback):
+    "A Ctrl-C in the middle of epoch `epoch`"
+    def __init__(self, epoch=2, batch=1): self.at = (epoch, batch)
+    def after_batch(self):
+        if self.training and (self.epoch, self.iter) == self.at: raise KeyboardInterrupt
+
+class InjectNaN(Callback):
+    "NaN in the input (or target) of the training iterations `its` (counted with `learn.train_iter`)"
+    order = -5   # before the trainer reads the batch
+    def __init__(self, its, target=False): self.its, self.target = set(its), target
+    def before_batch(self):
+        if not self.training or self.learn.train_iter not in self.its: return
+        if self.target: self.learn.yb = (self.yb[0] * float('nan'),)
+        else: self.learn.xb = (self.xb[0] * float('nan'),)
+
+def sd(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+def assert_same(a, b):
+    "Bitwise equal nested state (tensors, numbers, lists, dicts)"
+    if isinstance(a, torch.Tensor): assert torch.equal(a, b); return
+    if isinstance(a, dict):
+        assert a.keys() == b.keys()
+        for k in a: assert_same(a[k], b[k])
+    elif isinstance(a, (list, tuple, L)):
+        assert len(a) == len(b)
+        for x, y in zip(a, b): assert_same(x, y)
+    else: assert a == b
+
+def assert_same_run(learn, ref):
+    t, t0 = learn.pix2pix_trainer, ref.pix2pix_trainer
+    assert_same(sd(learn.model), sd(ref.model))
+    assert_same(sd(t.discriminator), sd(t0.discriminator))
+    assert_same(learn.opt.state_dict(), ref.opt.state_dict())
+    assert_same(t.d_opt.state_dict(), t0.d_opt.state_dict())
+    assert_same([list(v) for v in learn.recorder.values], [list(v) for v in ref.recorder.values])
+    assert_same(learn.recorder.losses, ref.recorder.losses)
+    assert_same(learn.recorder.iters, ref.recorder.iters)
+    assert_same(t.hist, t0.hist)
+    assert learn.train_iter == ref.train_iter
+
+
+# --- (1) interrupted and resumed == uninterrupted
+
+def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
+    ref = make_learner(tmp_path/'ref', given_d=False)
+    run(ref)
+    learn = make_learner(tmp_path, given_d=False, cbs=[GANCheckpoint(), Interrupt(epoch=2, batch=1)])
+    with pytest.raises(KeyboardInterrupt): run(learn)
+    models = tmp_path/'models'
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth', 'gan_epoch1.pth', 'gan_interrupted.pth']
+    part = torch.load(models/'gan_interrupted.pth', weights_only=True)
+    assert part['interrupted']['epoch'] == 2 and part['interrupted']['batch'] == 1 and part['epoch'] == 1
+    assert 'KeyboardInterrupt' in part['interrupted']['error']
+    # a new process: another seed (other initial weights, other loader seeds), D built lazily again
+    resumed = make_learner(tmp_path, seed=1234, given_d=False, cbs=GANCheckpoint(resume=True))
+    assert not torch.equal(next(resumed.model.parameters()), next(ref.model.parameters()))
+    run(resumed)
+    assert resumed.gan_checkpoint.resumed_from == models/'gan_epoch1.pth'
+    assert_same_run(resumed, ref)
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch2.pth', 'gan_epoch3.pth']
+
+
+def test_one_cycle_resume_lands_on_the_same_schedule(tmp_path):
+    lrs = {}
+    class RecLR(Callback):
+        order = 70
+        def __init__(self, key): self.key = key
+        def after_batch(self):
+            if self.training: lrs.setdefault(self.key, []).append((self.epoch, self.opt.hypers[-1]['lr'], self.opt.hypers[-1]['mom']))
+    ref = make_learner(tmp_path/'ref', cbs=RecLR('ref'))
+    run(ref, one_cycle=True)
+    learn = make_learner(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=2, batch=2)])
+    with pytest.raises(KeyboardInterrupt): run(learn, one_cycle=True)
+    resumed = make_learner(tmp_path, seed=7, cbs=[GANCheckpoint(resume=True), RecLR('res')])
+    run(resumed, one_cycle=True)
+    assert lrs['res'] == [o for o in lrs['ref'] if o[0] >= 2]   # the resumed epochs, batch for batch
+    assert resumed.recorder.lrs == ref.recorder.lrs
+    assert resumed.recorder.hps == ref.recorder.hps
+    assert_same_run(resumed, ref)
+
+
+def test_plain_learner_without_trainer(tmp_path):
+    ref = make_learner(tmp_path/'ref', trainer=False)
+    run(ref, n=3)
+    learn = make_learner(tmp_path, trainer=False, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=1)])
+    with pytest.raises(KeyboardInterrupt): run(learn, n=3)
+    ck = torch.load(tmp_path/'models'/'gan_epoch0.pth', weights_only=True)
+    assert ck['trainer'] is None and ck['epoch'] == 0
+    resumed = make_learner(tmp_path, seed=3, trainer=False, cbs=GANCheckpoint(resume=True))
+    run(resumed, n=3)
+    assert_same(sd(resumed.model), sd(ref.model))
+    assert_same(resumed.opt.state_dict(), ref.opt.state_dict())
+    assert_same([list(v) for v in resumed.recorder.values], [list(v) for v in ref.recorder.values])
+
+
+def test_every_keep_and_resume_from_a_named_file(tmp_path):
+    learn = make_learner(tmp_path, cbs=GANCheckpoint(every=2, keep=2))
+    run(learn, n=5)
+    models = tmp_path/'models'
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch3.pth', 'gan_epoch4.pth']   # every 2nd, and the last
+    assert find_checkpoint(learn) == models/'gan_epoch4.pth'
+    # an explicit file: the fit continues from it
+    resumed = make_learner(tmp_path, seed=2, cbs=GANCheckpoint(every=2, resume='gan_epoch3'))
+    run(resumed, n=5)
+    assert resumed.gan_checkpoint.resumed_from.name == 'gan_epoch3.pth' and resumed.train_iter == 20
+    assert len(resumed.recorder.values) == 5
+    # even a partial epoch, when asked, with a warning that this is not an exact continuation
+    run_ = make_learner(tmp_path/'b', cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)])
+    with pytest.raises(KeyboardInterrupt): run(run_, n=2)
+    resumed = make_learner(tmp_path/'b', cbs=GANCheckpoint(resume='gan_interrupted'))
+    with resumed.no_bar(), resumed.no_logging(), pytest.warns(UserWarning, match='middle of epoch 1'): resumed.fit(2, 1e-3)
+    assert resumed.gan_checkpoint.resumed_from.name == 'gan_interrupted.pth'
+    assert sorted(p.name for p in (tmp_path/'b'/'models').iterdir()) == ['gan_epoch0.pth', 'gan_epoch1.pth']
+    with pytest.raises(CheckpointError, match='No checkpoint nope'): run(make_learner(tmp_path, cbs=GANCheckpoint(resume='nope')))
+
+
+def test_fresh_fit_warns_and_replaces_an_earlier_series(tmp_path):
+    run(make_learner(tmp_path, cbs=GANCheckpoint()), n=3)
+    learn = make_learner(tmp_path, cbs=GANCheckpoint())
+    with learn.no_bar(), learn.no_logging(), pytest.warns(UserWarning, match='earlier fit'): learn.fit(1, 1e-3)
+    assert sorted(p.name for p in (tmp_path/'models').iterdir()) == ['gan_epoch0.pth']
+    # resume=True without any checkpoint starts from scratch
+    other = make_learner(tmp_path/'other', cbs=GANCheckpoint(resume=True))
+    run(other, n=1)
+    assert other.gan_checkpoint.resumed_from is None and other.train_iter == 4
+
+
+def test_validate_and_get_preds_leave_checkpoints_alone(tmp_path):
+    learn = make_learner(tmp_path, cbs=GANCheckpoint(resume=True))
+    run(learn, n=2)
+    run(learn, n=2)   # the same call again: it resumes from its own last epoch, nothing left to train
+    models = tmp_path/'models'
+    files = {p.name: p.stat().st_mtime_ns for p in models.iterdir()}
+    w = sd(learn.model)
+    with learn.no_bar():
+        learn.validate(); learn.get_preds()   # both send `before_fit`: no resume, no save
+    assert {p.name: p.stat().st_mtime_ns for p in models.iterdir()} == files
+    assert_same(sd(learn.model), w)
+    assert learn.gan_checkpoint.resumed_from.name == 'gan_epoch1.pth'
+
+
+# --- (2) a save that dies half-way
+
+def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
+    learn = make_learner(tmp_path, cbs=GANCheckpoint(keep=1))
+    run(learn, n=1)
+    models = tmp_path/'models'
+    good = (models/'gan_epoch0.pth').read_bytes()
+    def half_save(obj, f, *args, **kwargs):
+        f.write(b'PK\x03\x04' + b'\0' * 1000)   # a few bytes of a zip, then the disk is full
+        raise OSError(28, 'No space left on device')
+    monkeypatch.setattr(torch, 'save', half_save)
+    learn2 = make_learner(tmp_path, cbs=GANCheckpoint(keep=1, resume=True))
+    with pytest.raises(OSError, match='No space left'): run(learn2, n=3)
+    monkeypatch.undo()
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth']   # no partial file, no temporary left
+    assert (models/'gan_epoch0.pth').read_bytes() == good
+    assert load_checkpoint(make_learner(tmp_path), 'gan_epoch0')['epoch'] == 0
+
+
+def test_failed_rename_and_killed_save_leave_loadable_checkpoints(tmp_path, monkeypatch):
+    learn = make_learner(tmp_path, cbs=GANCheckpoint())
+    run(learn, n=2)
+    models = tmp_path/'models'
+    def no_replace(src, dst): raise OSError(5, 'Input/output error')
+    monkeypatch.setattr(os, 'replace', no_replace)
+    with pytest.raises(OSError, match='Input/output'): atomic_save({'x': 1}, models/'gan_epoch1.pth')
+    monkeypatch.undo()
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth', 'gan_epoch1.pth']
+    # a process killed while writing leaves a hidden temporary file: no loader looks at it
+    (models/'.gan_epoch2.pth.x1y2.tmp').write_bytes((models/'gan_epoch1.pth').read_bytes()[:3000])
+    resumed = make_learner(tmp_path, seed=5, cbs=GANCheckpoint(resume=True))
+    run(resumed, n=3)
+    assert resumed.gan_checkpoint.resumed_from.name == 'gan_epoch1.pth'
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch1.pth', 'gan_epoch2.pth']   # and the next save cleans it
+
+
+def test_resume_skips_an_unreadable_newest_checkpoint(tmp_path):
+    run(make_learner(tmp_path, cbs=GANCheckpoint()), n=2)
+    newest = tmp_path/'models'/'gan_epoch1.pth'
+    newest.write_bytes(newest.read_bytes()[:4000])   # damaged afterwards, by something else
+    resumed = make_learner(tmp_path, cbs=GANCheckpoint(resume=True))
+    with resumed.no_bar(), resumed.no_logging(), pytest.warns(UserWarning, match='gan_epoch1.pth.*truncated or corrupt'):
+        resumed.fit(2, 1e-3)
+    assert resumed.gan_checkpoint.resumed_from.name == 'gan_epoch0.pth'
+
+
+# --- (3) non-finite losses
+
+@pytest.mark.parametrize('target,opt_func', [(False, pix2pix_adam), (True, pix2pix_adam), (False, Adam)])
+def test_nonfinite_iterations_are_skipped_and_counted(tmp_path, target, opt_func):
+    bad = {1, 5, 6}   # never three in a row
+    seen = []
+    class Watch(Callback):
+        order = 100
+        def before_batch(self):
+            if not self.training: return
+            t = self.pix2pix_trainer
+            self.before = (sd(self.model), t.discriminator and sd(t.discriminator), deepcopy(self.opt.state_dict()),
+                           t.d_opt and deepcopy(t.d_opt.state_dict()))
+        def after_batch(self):
+            if not self.training or self.train_iter - 1 not in bad: return
+            t, (g, d, og, od) = self.pix2pix_trainer, self.before
+            assert_same(sd(self.model), g)   # weights and BatchNorm statistics
+            if d is not None: assert_same(sd(t.discriminator), d)
+            assert_same(self.opt.state_dict(), og)   # moments and step counts
+            if od is not None: assert_same(t.d_opt.state_dict(), od)
+            seen.append(self.train_iter - 1)
+    learn = make_learner(tmp_path, cbs=[InjectNaN(bad, target), Watch()], opt_func=opt_func)
+    with learn.no_bar(), learn.no_logging(), pytest.warns(UserWarning, match=r'1 iteration\(s\) of epoch 0 skipped'):
+        learn.fit(2, 1e-3)
+    assert seen == sorted(bad)
+    t = learn.pix2pix_trainer
+    assert t.n_skipped == 3
+    assert all(torch.isfinite(v).all() for v in learn.model.state_dict().values() if v.is_floating_point())
+    assert all(torch.isfinite(torch.tensor(v[:2])).all() for v in learn.recorder.values)   # fastai's loss columns too
+    assert torch.isfinite(torch.stack(t.hist)).all()
+    if opt_func is pix2pix_adam:   # the other updates did happen: 8 iterations, 3 skipped
+        assert {int(s['step']) for s in t.d_opt.opt.state.values()} == {5}
+
+
+def test_nonfinite_in_a_row_stops_and_keeps_the_checkpoint(tmp_path):
+    learn = make_learner(tmp_path, cbs=[GANCheckpoint(), InjectNaN({9, 10, 11})])   # epoch 2, batches 1-3
+    models = tmp_path/'models'
+    with pytest.raises(NonFiniteError, match='3 training iterations in a row.*epoch 2, batch 3'): run(learn)
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth', 'gan_epoch1.pth']   # nothing saved after it
+    ck = load_checkpoint(make_learner(tmp_path, seed=9), 'gan_epoch1')
+    assert ck['epoch'] == 1 and ck['trainer']['n_skipped'] == 0
+    # the stop is read with the others: every `check_every` batches, counting stays exact
+    learn = make_learner(tmp_path/'b', cbs=InjectNaN({1, 2, 3}), max_nonfinite=3)
+    learn.pix2pix_trainer.check_every = 2
+    with pytest.raises(NonFiniteError, match='epoch 0, batch 3'): run(learn)
+    learn = make_learner(tmp_path/'c', cbs=InjectNaN({1, 2, 3, 4, 5}), max_nonfinite=None)
+    run(learn, n=2)
+    assert learn.pix2pix_trainer.n_skipped == 5
+
+
+# --- (4) errors
+
+def test_mismatched_architecture_is_named(tmp_path):
+    run(make_learner(tmp_path, cbs=GANCheckpoint()), n=1)
+    wider = make_learner(tmp_path, ngf=16)
+    with pytest.raises(CheckpointError, match=r'(?s)generator.*\(8, 3, 4, 4\) in the checkpoint, \(16, 3, 4, 4\) in the model'):
+        load_checkpoint(wider, 'gan_epoch0')
+    set_seed(0)
+    deeper = Learner(make_dls(), UnetGenerator(num_downs=6, ngf=8, use_dropout=True), loss_func=L1LossFlat(),
+                     cbs=Pix2pixTrainer(), path=tmp_path)
+    with pytest.raises(CheckpointError, match="missing in the checkpoint"): load_checkpoint(deeper, 'gan_epoch0')
+    other_d = make_learner(tmp_path)
+    other_d.pix2pix_trainer.discriminator = PatchDiscriminator(ndf=4, n_layers=2)   # another width
+    with pytest.raises(CheckpointError, match='fit the discriminator'): load_checkpoint(other_d, 'gan_epoch0')
+    # and through resume, before any training
+    learn = make_learner(tmp_path, ngf=16, cbs=GANCheckpoint(resume=True))
+    w = sd(learn.model)
+    with pytest.raises(CheckpointError, match='16, 3, 4, 4'): run(learn)
+    assert_same(sd(learn.model), w)
+
+
+def test_truncated_and_foreign_files(tmp_path):
+    run(make_learner(tmp_path, cbs=GANCheckpoint()), n=1)
+    models = tmp_path/'models'
+    data = (models/'gan_epoch0.pth').read_bytes()
+    learn = make_learner(tmp_path)
+    for n in (0, 100, len(data)//2, len(data) - 10):
+        (models/'cut.pth').write_bytes(data[:n])
+        with pytest.raises(CheckpointError, match='cut.pth: it is truncated or corrupt'): load_checkpoint(learn, 'cut')
+    torch.save({'model': {}}, models/'other.pth')
+    with pytest.raises(CheckpointError, match='other.pth is not a checkpoint written by `GANCheckpoint`'): load_checkpoint(learn, 'other')
+    with pytest.raises(CheckpointError, match='No checkpoint missing'): load_checkpoint(learn, 'missing')
