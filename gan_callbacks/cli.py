@@ -14,6 +14,7 @@ from fastai.callback.progress import CSVLogger
 from fastai.learner import load_learner
 from .models import UnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
+from .checkpoint import GANCheckpoint
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 
 # %% auto #0
@@ -64,7 +65,11 @@ class SampleGrid(Callback):
         m.train(was_training)
         return out
 
+    def before_epoch(self): self.skipped = False
+    def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid
+
     def after_epoch(self):
+        if self.skipped: return
         out = self.predict()
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
         image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)]).save(fn)
@@ -147,13 +152,13 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
                                              crop_size=crop_size, bs=bs, num_downs=max(depth, 5))
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=depth, ngf=ngf)
-    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='.')
+    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints')
     if precision == 'bf16': learn.to_bf16()
     elif precision == 'fp16':
         if torch.device(dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
         learn.to_fp16()
     grid = SampleGrid(out, n=n_samples)
-    cbs = [CSVLogger(fname='history.csv'), grid]
+    cbs = [CSVLogger(fname='history.csv'), grid, GANCheckpoint(resume=resume)]
     print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
           f"U-Net depth {depth}, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
     learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
@@ -167,7 +172,8 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
           f"predicting the mean training image: {summary['mean_image_l1']:.4f}")
     print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
           f"  {grid.files[-1].name}  validation examples, A | output | B (one per epoch)\n"
-          f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1 figures")
+          f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1 figures\n"
+          f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn
 
 # %% ../nbs/06_cli.ipynb #ff16af56

@@ -114,6 +114,13 @@ def _restore_if(bad, stats):
         kept = torch.where(bad, old[dt], now).split([b.numel() for b in group])
         torch._foreach_copy_(group, [k.view_as(b) for k, b in zip(kept, group)])
 
+def _check_d_channels(D, A, B):
+    "Fail before any update when D does not take A and B together (a shape check, no host sync)"
+    n = getattr(D, 'in_ch', None)
+    if n is not None and n != A.shape[1] + B.shape[1]:
+        raise ValueError(f"{type(D).__name__} expected {n} input channels, got {A.shape[1] + B.shape[1]}: "
+                         f"it sees the input ({A.shape[1]} channels) and the target ({B.shape[1]}) concatenated")
+
 def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
 
 def _in_fit(learn):
@@ -170,8 +177,9 @@ class Pix2pixTrainer(StateDictCallback):
     def autocast(self):
         return torch.autocast(self.device_type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
 
-    def on_batch_begin(self, train, **kwargs):
+    def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "Enter autocast for G's forward, and the paper's test mode on validation batches if asked"
+        if train: _check_d_channels(self.discriminator, last_input, last_target)
         self._test_ctx = paper_test_mode(self.learn.model) if not train and self.test_mode == 'paper' else nullcontext()
         self._amp_ctx = self.autocast()
         if train: self._g_stats = _norm_stats(self.learn.model)   # G's forward is about to update them

@@ -60,3 +60,49 @@ def test_unwritable_model_dir(tmp_path):
     (tmp_path/'blocker').write_text('a file')
     learn = tiny_learner(tmp_path, cbs=[GANCheckpoint()], model_dir=tmp_path/'blocker'/'models')
     with pytest.raises(CheckpointError, match='blocker is a file, not a directory'): fit(learn)
+
+
+# data, networks and trainer
+
+from PIL import Image
+from gan_callbacks.data import Pix2pixDataLoaders
+from gan_callbacks.pix2pix import pix2pix_learner
+
+def aligned_folder(root, n=4, size=32, bad=None):
+    for split in ('train', 'val'):
+        (root/split).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            Image.new('RGB', (2*size, size), (i*40, 80, 200 - i*30)).save(root/split/f'{i:02d}.png')
+    if bad: (root/'train'/bad).write_bytes(b'\x89PNG\r\n\x1a\n not really a png')
+    return root
+
+def test_channels_of_data_and_generator_disagree(tmp_path):
+    dls = Pix2pixDataLoaders.from_folder(aligned_folder(tmp_path), load_size=36, crop_size=32, bs=2, in_ch=1, device='cpu')
+    learn = Learner(dls, UnetGenerator(in_ch=3, num_downs=5, ngf=8), cbs=Pix2pixTrainer(), opt_func=pix2pix_adam)
+    w0 = weights(learn)
+    with pytest.raises(ValueError, match='UnetGenerator expected 3 input channels, got 1'): fit(learn)
+    assert all(torch.equal(v, w0[k]) for k, v in learn.model.state_dict().items())
+
+def test_channels_of_data_and_discriminator_disagree(tmp_path):
+    dls = Pix2pixDataLoaders.from_folder(aligned_folder(tmp_path), load_size=36, crop_size=32, bs=2, in_ch=1, device='cpu')
+    learn = Learner(dls, UnetGenerator(in_ch=1, num_downs=5, ngf=8), opt_func=pix2pix_adam,
+                    cbs=Pix2pixTrainer(PatchDiscriminator(in_ch=6, ndf=8, n_layers=2)))
+    w0 = weights(learn)
+    with pytest.raises(ValueError, match='PatchDiscriminator expected 6 input channels, got 4'): fit(learn)
+    assert all(torch.equal(v, w0[k]) for k, v in learn.model.state_dict().items())
+
+def test_size_the_unet_cannot_take(tmp_path):
+    with pytest.raises(ValueError, match='multiples? of 32'):
+        UnetGenerator(num_downs=5, ngf=8)(torch.zeros(1, 3, 48, 48))
+    dls = Pix2pixDataLoaders.from_folder(aligned_folder(tmp_path, size=48), load_size=52, crop_size=48, bs=2, device='cpu')
+    with pytest.raises(ValueError, match='divisible by 32'): pix2pix_learner(dls)
+    with pytest.raises(ValueError, match='32'):
+        Pix2pixDataLoaders.from_folder(tmp_path, load_size=52, crop_size=48, num_downs=5)
+
+def test_empty_dataset(tmp_path):
+    (tmp_path/'train').mkdir()
+    with pytest.raises((ValueError, FileNotFoundError), match='train'): Pix2pixDataLoaders.from_folder(tmp_path, crop_size=32, load_size=36)
+
+def test_corrupt_image_in_the_middle_of_a_folder(tmp_path):
+    aligned_folder(tmp_path, bad='02b.png')
+    with pytest.raises((ValueError, OSError), match='02b.png'): Pix2pixDataLoaders.from_folder(tmp_path, crop_size=32, load_size=36)

@@ -29,7 +29,7 @@ def trained(tiny, tmp_path_factory):
 
 def test_train_writes_everything(trained):
     names = sorted(f.name for f in trained.iterdir())
-    assert names == ['generator.pkl', 'history.csv', 'losses.png', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
+    assert names == ['checkpoints', 'generator.pkl', 'history.csv', 'losses.png', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
     rows = list(csv.DictReader(open(trained/'history.csv')))
     assert len(rows) == 2 and {'train_loss', 'valid_loss', 'g_gan', 'g_l1', 'd_real', 'd_fake'} <= set(rows[0])
     s = json.loads((trained/'summary.json').read_text())
@@ -38,6 +38,19 @@ def test_train_writes_everything(trained):
     grid = Image.open(trained/'samples_epoch001.png')
     assert grid.size == (3*(32+4), 2*(32+4))   # 3 columns (A | output | B), 2 examples, 2px padding
     assert Image.open(trained/'losses.png').size[0] > 300
+
+
+def test_resume_continues_from_the_last_epoch(tiny, tmp_path, capsys):
+    args = ['train', '--data', tiny, '--out', tmp_path, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8,
+            '--lr', 1e-3, '--n-samples', 1, '--epochs-decay', 0, '--seed', 0]
+    assert run(args + ['--epochs', 2]) == 0
+    g1 = (tmp_path/'samples_epoch001.png').read_bytes()
+    assert run(args + ['--epochs', 3, '--resume']) == 0
+    rows = list(csv.DictReader(open(tmp_path/'history.csv')))
+    assert [r['epoch'] for r in rows] == ['0', '1', '2']
+    assert (tmp_path/'samples_epoch001.png').read_bytes() == g1    # the finished epochs are not redone
+    assert (tmp_path/'samples_epoch002.png').exists()
+    assert json.loads((tmp_path/'summary.json').read_text())['epochs'] == 3
 
 
 def test_exported_generator_predicts_without_D(trained, tiny):
