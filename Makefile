@@ -5,8 +5,9 @@ VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
+DEMO_ARGS ?= --epochs 5 --epochs-decay 5 --bs 4 --load-size 72 --crop-size 64 --ngf 32 --lr 2e-4 --seed 0
 
-.PHONY: install demo test check-export pytest nbtest bench clean
+.PHONY: install demo test check-export pytest nbtest bench readme clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,7 +19,7 @@ install: $(STAMP)
 
 ## Train pix2pix on the built-in sample data and write the results to $(DEMO_OUT)/
 demo: install
-	$(BIN)/nbdev_test --path nbs/00_core.ipynb
+	$(BIN)/gan_callbacks train --sample --out $(DEMO_OUT) $(DEMO_ARGS)
 
 ## Everything CI checks: the library matches the notebooks, pytest, and the notebooks run
 test: install check-export pytest nbtest
@@ -28,6 +29,11 @@ check-export: install
 	$(BIN)/nbdev_export
 	@if diff -r -x __pycache__ .export_check gan_callbacks; then rm -rf .export_check; \
 	else rm -rf .export_check; echo "gan_callbacks/ differs from what nbdev_export makes of nbs/: run nbdev_export and commit"; exit 1; fi
+	$(BIN)/python tools/readme.py --check
+
+## README.md is made from nbs/index.ipynb
+readme: install
+	$(BIN)/python tools/readme.py
 
 pytest: install
 	@$(BIN)/python -m pytest tests/ -q; rc=$$?; \
