@@ -53,11 +53,11 @@ TINY = Cfg('tiny', 5, 32, 1, 4, 4)  # almost no compute: what remains is the cos
 PROFILES = {  # iters: batches per timed run (one fit); rounds: timed runs per variant after one warm-up run
     'quick':   dict(configs=[Cfg('unet_64/16', 6, 64, 2, 16, 16), Cfg('unet_128/16', 7, 128, 1, 16, 16)],
                     iters=3, rounds=4, options_on=['unet_64/16'], compile=False, mem_on=['unet_64/16'], mem_iters=2,
-                    curve_iters=15, overhead_iters=10, mm_n=1024),
+                    mem_reps=1, curve_iters=15, overhead_iters=10, mm_n=1024),
     'default': dict(configs=[UNET_128, UNET_256], iters=3, rounds=5, options_on=['unet_256'], compile=True,
-                    mem_on=['unet_128', 'unet_256'], mem_iters=2, curve_iters=30, overhead_iters=20, mm_n=2048),
-    'full':    dict(configs=[UNET_128, UNET_256], iters=6, rounds=9, options_on=['unet_128', 'unet_256'], compile=True,
-                    mem_on=['unet_128', 'unet_256'], mem_iters=3, curve_iters=60, overhead_iters=40, mm_n=2048),
+                    mem_on=['unet_128', 'unet_256'], mem_iters=2, mem_reps=1, curve_iters=30, overhead_iters=20, mm_n=2048),
+    'full':    dict(configs=[UNET_128, UNET_256], iters=5, rounds=7, options_on=['unet_128', 'unet_256'], compile=True,
+                    mem_on=['unet_128', 'unet_256'], mem_iters=3, mem_reps=3, curve_iters=60, overhead_iters=40, mm_n=2048),
 }
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -229,12 +229,15 @@ def mem_worker(spec):
     build(spec['path'], cfg, batches, spec['bf16']).run()
     print('MEM ' + json.dumps(dict(base=base, peak=_status('VmHWM'))))
 
-def peak_memory(cfg, path, bf16, iters):
-    spec = json.dumps(dict(cfg=asdict(cfg), path=path, bf16=bf16, iters=iters))
-    out = subprocess.run([sys.executable, __file__, '--mem-worker', spec], capture_output=True, text=True)
-    line = [l for l in out.stdout.splitlines() if l.startswith('MEM ')]
-    if out.returncode or not line: raise RuntimeError(f"memory worker failed:\n{out.stderr[-2000:]}")
-    return json.loads(line[-1][4:])
+def peak_memory(cfg, path, bf16, iters, reps=1):
+    "Start RSS and peak RSS of `path` (median over `reps` fresh processes, by memory above the start)"
+    spec, res = json.dumps(dict(cfg=asdict(cfg), path=path, bf16=bf16, iters=iters)), []
+    for _ in range(reps):
+        out = subprocess.run([sys.executable, __file__, '--mem-worker', spec], capture_output=True, text=True)
+        line = [l for l in out.stdout.splitlines() if l.startswith('MEM ')]
+        if out.returncode or not line: raise RuntimeError(f"memory worker failed:\n{out.stderr[-2000:]}")
+        res.append(json.loads(line[-1][4:]))
+    return sorted(res, key=lambda m: m['peak'] - m['base'])[len(res) // 2]
 
 def loss_curves(cfg, n):
     "The trainer's smoothed losses over `n` iterations in fp32 and in bf16, from one init on the same batches"
@@ -269,7 +272,8 @@ def bench_config(cfg:Cfg, P, peak, lap, max_other):
     times, warm = interleave(variants, P['rounds'], P['iters'], max_other, pairs)
     trainer = variants['trainer fp32']
     fit_cost = statistics.median(_timed(lambda: trainer.run([])) for _ in range(5))  # a fit over no batches
-    del variants, trainer; gc.collect()
+    del variants, trainer
+    torch._dynamo.reset(); gc.collect()   # compiled graphs hold on to their models
 
     ref = " (reference: about 87)" if (cfg.num_downs, cfg.size, cfg.bs, cfg.ngf) == (8, 256, 1, 64) else ""
     print(f"FLOPs per iteration (FlopCounterMode, conv/matmul forward+backward): {flops/1e9:.1f} GFLOP{ref}")
@@ -294,7 +298,7 @@ def bench_config(cfg:Cfg, P, peak, lap, max_other):
 
     if cfg.name in P['mem_on']:
         for prec in ('fp32', 'bf16'):
-            a, b = (peak_memory(cfg, p, prec == 'bf16', P['mem_iters']) for p in ('trainer', 'plain'))
+            a, b = (peak_memory(cfg, p, prec == 'bf16', P['mem_iters'], P['mem_reps']) for p in ('trainer', 'plain'))
             r[f'{prec} mem'] = (a['peak'] - a['base']) / (b['peak'] - b['base'])
             mib = lambda x: f"{x/2**20:.0f} MiB"
             print(f"peak RSS {prec}: trainer {mib(a['peak'])} ({mib(a['peak']-a['base'])} above start), plain "
