@@ -4,9 +4,11 @@
 
 # %% ../nbs/06_cli.ipynb #f79888ae
 from __future__ import annotations
-import argparse, json, sys, time
+import argparse, json, sys, time, warnings
 from pathlib import Path
 import torch
+# fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
+warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 from PIL import Image
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
@@ -18,8 +20,8 @@ from .checkpoint import GANCheckpoint
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 
 # %% auto #0
-__all__ = ['to_pil', 'from_pil', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1', 'CLIError',
-           'train', 'translate', 'main']
+__all__ = ['to_pil', 'from_pil', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1', 'input_l1',
+           'CLIError', 'train', 'translate', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -119,7 +121,16 @@ def mean_image_l1(dls):
     for _, y in dls.valid: l, m = l + (y.float() - mean).abs().mean((1, 2, 3)).sum(), m + len(y)
     return float(l / m)
 
-# %% ../nbs/06_cli.ipynb #f5e9c592
+@torch.no_grad()
+def input_l1(dls):
+    "L1 on `dls.valid` of returning the input unchanged, or `None` when A and B differ in shape"
+    l, m = 0., 0
+    for x, y in dls.valid:
+        if x.shape != y.shape: return None
+        l, m = l + (y.float() - x.float()).abs().mean((1, 2, 3)).sum(), m + len(y)
+    return float(l / m)
+
+# %% ../nbs/06_cli.ipynb #f0466f05
 class CLIError(Exception):
     "A bad argument or path given on the command line"
 
@@ -132,7 +143,7 @@ def _out_dir(out):
 
 def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned',
-          resume=False, n_samples=4, seed=None):
+          test_mode='paper', resume=False, n_samples=4, seed=None):
     "Train pix2pix on folder `data` (or the built-in sample) and write log, curves, sample grids and the generator to `out`"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
@@ -152,7 +163,8 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
                                              crop_size=crop_size, bs=bs, num_downs=max(depth, 5))
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=depth, ngf=ngf)
-    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints')
+    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints',
+                            trainer_kwargs=dict(test_mode=test_mode))
     if precision == 'bf16': learn.to_bf16()
     elif precision == 'fp16':
         if torch.device(dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
@@ -166,17 +178,18 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     learn.export('generator.pkl')
     vals = [v[1] for v in learn.recorder.values]
     summary = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], mean_image_l1=mean_image_l1(dls),
-                   epochs=len(vals), data=str(data))
+                   input_l1=input_l1(dls), epochs=len(vals), data=str(data))
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    copy = '' if summary['input_l1'] is None else f", returning the input: {summary['input_l1']:.4f}"
     print(f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; "
-          f"predicting the mean training image: {summary['mean_image_l1']:.4f}")
+          f"predicting the mean training image: {summary['mean_image_l1']:.4f}{copy}")
     print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
           f"  {grid.files[-1].name}  validation examples, A | output | B (one per epoch)\n"
           f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1 figures\n"
           f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn
 
-# %% ../nbs/06_cli.ipynb #ff16af56
+# %% ../nbs/06_cli.ipynb #dbac598c
 _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
 
 def translate(model, input, output, aligned=False):
@@ -196,7 +209,7 @@ def translate(model, input, output, aligned=False):
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
 
-# %% ../nbs/06_cli.ipynb #fea68622
+# %% ../nbs/06_cli.ipynb #93a3df1b
 def _parser():
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Paired image-to-image translation (pix2pix) with fastai')
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -217,6 +230,8 @@ def _parser():
     t.add_argument('--lambda-l1', type=float, default=100., help='weight of the L1 term')
     t.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
     t.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
+    t.add_argument('--test-mode', choices=('paper', 'eval'), default='paper',
+                   help="how G runs on validation and translation: 'paper' (dropout on, batch statistics) or 'eval'")
     t.add_argument('--n-samples', type=int, default=4, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None)
     t.add_argument('--resume', action='store_true', help='continue from the last checkpoint in --out')

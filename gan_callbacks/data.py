@@ -19,7 +19,8 @@ from skimage.feature import canny
 # %% auto #0
 __all__ = ['image_modes', 'sample_photos', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'open_image',
            'ImageHalf', 'PairFile', 'check_sizes', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',
-           'pix2pix_datablock', 'Pix2pixDataLoaders', 'make_pair', 'gan_callbacks_home', 'sample_pairs']
+           'pix2pix_datablock', 'Pix2pixDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home',
+           'sample_pairs']
 
 # %% ../nbs/03_data.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -198,27 +199,35 @@ class Pix2pixDataLoaders(DataLoaders):
                    crop_size=crop_size)
 
 # %% ../nbs/03_data.ipynb #bab60694
-sample_photos = dict(train=('astronaut', 'rocket', 'stereo_motorcycle', 'immunohistochemistry',
-                            'hubble_deep_field', 'retina'),
-                     val=('coffee', 'chelsea'))
+sample_photos = ('astronaut', 'rocket', 'stereo_motorcycle', 'immunohistochemistry', 'hubble_deep_field', 'retina',
+                 'coffee', 'chelsea')
 
 def _photo(name):
     "RGB photograph `name` from `skimage.data`"
     im = getattr(skimage.data, name)()
     return Image.fromarray(im[0] if isinstance(im, tuple) else im).convert('RGB')
 
-def _crop_boxes(sizes, n, rng, min_scale=0.3):
-    "`n` random (photo index, square box) with side `min_scale` to 1 of the shorter side of a photo of `sizes`"
+def sample_regions(w, h, valid_frac=0.3):
+    "Boxes of the training and the validation parts of a `w` x `h` photo: the last `valid_frac` of its longer side validates"
+    if w >= h:
+        c = round(w * (1 - valid_frac))
+        return (0, 0, c, h), (c, 0, w, h)
+    c = round(h * (1 - valid_frac))
+    return (0, 0, w, c), (0, c, w, h)
+
+def _crop_boxes(sizes, regions, n, rng, min_scale=0.3):
+    "`n` random (photo index, square box inside `regions[index]`), side `min_scale` to 1 of the photo's shorter side"
     res = []
     for _ in range(n):
         k = int(rng.integers(len(sizes)))
-        w,h = sizes[k]
-        s = int(min(w, h) * rng.uniform(min_scale, 1))
-        l,t = int(rng.integers(w-s+1)),int(rng.integers(h-s+1))
-        res.append((k, (l, t, l+s, t+s)))
+        l,t,r,b = regions[k]
+        hi = min(r-l, b-t)
+        s = int(rng.uniform(min(hi, min(sizes[k]) * min_scale), hi))
+        x,y = l + int(rng.integers(r-l-s+1)),t + int(rng.integers(b-t-s+1))
+        res.append((k, (x, y, x+s, y+s)))
     return res
 
-# %% ../nbs/03_data.ipynb #0c78b44f
+# %% ../nbs/03_data.ipynb #fff286fe
 def make_pair(photo, box=None, size=128, kind='colorize'):
     "A|B image from crop `box` of `photo` resized to `size`: A its gray levels ('colorize') or edges ('edges'), B the crop"
     b = photo.resize((size, size), Image.Resampling.BICUBIC, box=box)
@@ -230,7 +239,7 @@ def make_pair(photo, box=None, size=128, kind='colorize'):
     res.paste(a.convert('RGB'), (0, 0)); res.paste(b, (size, 0))
     return res
 
-# %% ../nbs/03_data.ipynb #6ba84d14
+# %% ../nbs/03_data.ipynb #2f93a2dd
 def gan_callbacks_home():
     "Folder for `gan_callbacks`' cached files: `$GAN_CALLBACKS_HOME`, or `~/.cache/gan_callbacks`"
     return Path(os.environ.get('GAN_CALLBACKS_HOME') or '~/.cache/gan_callbacks').expanduser()
@@ -253,17 +262,17 @@ def _shrink(im, short):
 def _write_sample(path, kind, size, n_train, n_valid, seed, min_scale=0.3, **kwargs):
     "Write the pairs of a sample dataset to `path`"
     rows,jobs = ['split,file,photo,left,top,side'],[]
+    photos = [_photo(o) for o in sample_photos]
+    # crops are drawn on the full photos, then cut from copies just large enough for the smallest crop
+    small = [_shrink(o, math.ceil(size/min_scale)) for o in photos]
     for key,(split,n) in enumerate((('train', n_train), ('val', n_valid))):
-        names = sample_photos[split]
-        photos = [_photo(o) for o in names]
-        # crops are drawn on the full photos, then cut from copies just large enough for the smallest crop
-        small = [_shrink(o, math.ceil(size/min_scale)) for o in photos]
         (path/split).mkdir()
-        boxes = _crop_boxes([o.size for o in photos], n, np.random.default_rng([seed, key]), min_scale)
+        regions = [sample_regions(*o.size)[key] for o in photos]
+        boxes = _crop_boxes([o.size for o in photos], regions, n, np.random.default_rng([seed, key]), min_scale)
         for i,(k,box) in enumerate(boxes):
             sx,sy = small[k].width/photos[k].width,small[k].height/photos[k].height
             jobs.append((path/split/f'{i:04d}.png', small[k], (box[0]*sx, box[1]*sy, box[2]*sx, box[3]*sy)))
-            rows.append(f'{split},{i:04d}.png,{names[k]},{box[0]},{box[1]},{box[2]-box[0]}')
+            rows.append(f'{split},{i:04d}.png,{sample_photos[k]},{box[0]},{box[1]},{box[2]-box[0]}')
     parallel(_write_pair, jobs, size=size, kind=kind, threadpool=True, n_workers=min(4, defaults.cpus),
              progress=len(jobs) >= 100)
     (path/'pairs.csv').write_text('\n'.join(rows) + '\n')
@@ -275,11 +284,11 @@ def _replace_dir(src, dst):
     src.rename(dst)
     shutil.rmtree(old, ignore_errors=True)
 
-# %% ../nbs/03_data.ipynb #2f93a2dd
+# %% ../nbs/03_data.ipynb #474752d2
 def sample_pairs(path=None, n_train=400, n_valid=40, size=128, kind='colorize', seed=42, force=False) -> Path:
     "Path of a small aligned pix2pix dataset cut from scikit-image's photos: gray to colour ('colorize') or edges to photo ('edges')"
     if kind not in ('colorize', 'edges'): raise ValueError(f"kind must be 'colorize' or 'edges', not {kind!r}")
-    info = dict(version=2, kind=kind, size=size, n_train=n_train, n_valid=n_valid, seed=seed)
+    info = dict(version=3, kind=kind, size=size, n_train=n_train, n_valid=n_valid, seed=seed)
     if path is None:
         custom = (n_train, n_valid, seed)!=(400, 40, 42)
         path = gan_callbacks_home()/(f'sample_{kind}_{size}' + (f'_{n_train}_{n_valid}_{seed}' if custom else ''))

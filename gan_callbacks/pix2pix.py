@@ -46,8 +46,8 @@ def _amp_dtype(learn, device_type):
                          "use `learn.to_bf16()` instead (bfloat16 autocast works on the CPU)")
     return torch.float16
 
-def _step(loss, opt, scaler=None, params=None, clip=None):
-    "Backward `loss` and step `opt` unless the loss or a gradient is not finite; returns that flag, on the device"
+def _step(loss, opt, params, scaler=None, clip=None, check_grads=False):
+    "Backward `loss` and step `opt` unless the loss (or, when clipped or checked, the gradient norm) is not finite; returns that flag, on the device"
     bad = ~torch.isfinite(loss.detach())
     topt = getattr(opt, 'opt', opt)   # the PyTorch optimizer inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
@@ -57,10 +57,10 @@ def _step(loss, opt, scaler=None, params=None, clip=None):
         norm = nn.utils.clip_grad_norm_(params, clip)
     if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
         scaler.step(topt); scaler.update()
-        return bad
-    if clip is None: norm = _grad_norm(params)
-    bad = bad | ~torch.isfinite(norm)
-    _step_unless(bad, opt)
+    else:
+        if clip is None and check_grads: norm = _grad_norm(params)   # one more pass over all the gradients
+        if clip is not None or check_grads: bad = bad | ~torch.isfinite(norm)
+        _step_unless(bad, opt)
     return bad
 
 def _grad_norm(params):
@@ -123,11 +123,20 @@ def _check_d_channels(D, A, B):
 
 def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
 
+def _speed_up(m, channels_last=False, compile=False):
+    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`; pickling drops it)"
+    if m is None: return m
+    if channels_last: m.to(memory_format=torch.channels_last)
+    if compile and m._compiled_call_impl is None: m.compile()
+    return m
+
+def _cl(t): return t.contiguous(memory_format=torch.channels_last) if torch.is_tensor(t) and t.ndim == 4 else t
+
 def _in_fit(learn):
     "Whether the events come from `fit`: `validate`, `get_preds` and `predict` send `before_fit` too, holding `learn.lock`"
     return not (learn.lock.locked() or hasattr(learn, 'lr_finder') or hasattr(learn, 'gather_preds'))
 
-# %% ../nbs/04_pix2pix.ipynb #04fce1d8
+# %% ../nbs/04_pix2pix.ipynb #c0cfb953
 _cols = ('g_gan', 'g_l1', 'd_real', 'd_fake')
 
 class _LastValue:
@@ -152,6 +161,9 @@ class Pix2pixTrainer(StateDictCallback):
                  test_mode:str='eval',     # 'eval' (fastai) or 'paper' (dropout on, batch statistics)
                  beta:float=0.98,          # smoothing of the reported losses
                  max_nonfinite:int|None=3, # stop after this many non-finite iterations in a row (`None`: never)
+                 check_grads:bool=False,   # also skip updates whose gradient norm is not finite (one more pass over them)
+                 channels_last:bool=False, # G, D and the batches in channels_last memory format
+                 compile:bool=False,       # `torch.compile` G's and D's forward (in place, for the fit)
                  export_discriminator:bool=False): # keep D and its optimizer in `learn.export`
         if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
         store_attr(but='discriminator')
@@ -169,6 +181,7 @@ class Pix2pixTrainer(StateDictCallback):
         if fp16 and self.g_scaler is None: self.g_scaler, self.d_scaler = (torch.amp.GradScaler(self.device_type) for _ in '12')
         if not fp16: self.g_scaler = self.d_scaler = None
         if self.discriminator is not None: self.discriminator.to(self.device).train()
+        for m in (self.learn.model, self.discriminator): _speed_up(m, self.channels_last, self.compile)
         if not any(m in self.learn.metrics for m in self._metrics): self.learn.metrics = L(self.learn.metrics) + self._metrics
         if _in_fit(self.learn):   # not on `validate`: the fit's history stays
             self.hist, self._avg, self._n = [], None, 0
@@ -178,12 +191,15 @@ class Pix2pixTrainer(StateDictCallback):
         return torch.autocast(self.device_type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Enter autocast for G's forward, and the paper's test mode on validation batches if asked"
+        "Enter autocast for G's forward and, if asked, the paper's test mode on validation batches and channels_last batches"
         if train: _check_d_channels(self.discriminator, last_input, last_target)
         self._test_ctx = paper_test_mode(self.learn.model) if not train and self.test_mode == 'paper' else nullcontext()
         self._amp_ctx = self.autocast()
-        if train: self._g_stats = _norm_stats(self.learn.model)   # G's forward is about to update them
+        if train:
+            for p in self.learn.model.parameters(): p.grad = None   # last step's gradients, freed before the forward
+            self._g_stats = _norm_stats(self.learn.model)   # G's forward is about to update them
         self._test_ctx.__enter__(); self._amp_ctx.__enter__()
+        if self.channels_last: return {'last_input': _cl(last_input), 'last_target': _cl(last_target)}
 
     def on_loss_begin(self, last_output, **kwargs):
         "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32"
@@ -210,13 +226,13 @@ class Pix2pixTrainer(StateDictCallback):
                 d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)
                 d_loss = 0.5 * (d_fake + d_real)
                 if self.gan_mode == 'wgangp': d_loss = d_loss + gradient_penalty(D, B, fake.detach(), cond=A, weight=self.gp_weight)
-            d_bad = _step(d_loss, self.d_opt, self.d_scaler, list(D.parameters()), self.clip_d) | d_bad
+            d_bad = _step(d_loss, self.d_opt, list(D.parameters()), self.d_scaler, self.clip_d, self.check_grads) | d_bad
         D.requires_grad_(False)
         with self.autocast():
             g_gan = self.gan_loss(D(torch.cat([A, fake], 1)), True, for_discriminator=False)
             g_l1 = self.lambda_l1 * F.l1_loss(fake.float(), B.float())
             g_loss = g_gan + g_l1
-        bad = _step(g_loss, g_opt, self.g_scaler, list(G.parameters()), self.clip_g) | d_bad   # skipped: a flag on the device
+        bad = _step(g_loss, g_opt, list(G.parameters()), self.g_scaler, self.clip_g, self.check_grads) | d_bad   # skipped: a flag on the device
         self._forget_if(bad, self._g_stats, d_stats)
         self._log(bad, g_gan, g_l1, d_real, d_fake)
         self._count_nonfinite(bad, epoch, num_batch)
@@ -224,7 +240,8 @@ class Pix2pixTrainer(StateDictCallback):
     def setup_discriminator(self, in_ch:int):
         "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
         if self.discriminator is None:
-            self.discriminator = PatchDiscriminator(in_ch=in_ch).to(_device(self.learn)).train()
+            D = PatchDiscriminator(in_ch=in_ch).to(_device(self.learn)).train()
+            self.discriminator = _speed_up(D, self.channels_last, self.compile)
         if self.d_opt is None:
             self.d_opt = (self.d_opt_func or self.learn.opt_func)(list(self.discriminator.parameters()), lr=self.learn.lr)
         return self.discriminator
@@ -297,7 +314,7 @@ class Pix2pixTrainer(StateDictCallback):
             for k in ('discriminator', 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
         return state
 
-# %% ../nbs/04_pix2pix.ipynb #459adbb6
+# %% ../nbs/04_pix2pix.ipynb #2fce5a90
 def unet_depth(size:int, max_downs:int=8):
     "The deepest U-Net (at most `max_downs`) whose downsamplings divide `size`: 256 -> 8, 128 -> 7, 96 -> 5"
     n = 0
@@ -330,7 +347,7 @@ def fit_pix2pix(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float
     sched = ParamScheduler({'lr': pix2pix_schedule(lr, n_epochs, n_epochs_decay)})
     self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)
 
-# %% ../nbs/04_pix2pix.ipynb #3eca0d8b
+# %% ../nbs/04_pix2pix.ipynb #409aee49
 @patch
 def plot_losses(self:Pix2pixTrainer, ax=None):
     "Plot the smoothed G and D losses of the last fit, one value per training batch"

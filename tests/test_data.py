@@ -14,6 +14,7 @@ from fastai.learner import Learner
 from fastai.torch_core import TensorImage
 
 from gan_callbacks.data import *
+from gan_callbacks.data import _photo
 
 BICUBIC = Image.Resampling.BICUBIC
 
@@ -261,14 +262,17 @@ def test_sample_pairs_deterministic(home):
     assert read_dir(other) == first
     assert read_dir(sample_pairs(n_train=6, n_valid=2, size=32, seed=4)) != first
 
-def test_sample_pairs_valid_photos_held_out(home):
-    p = sample_pairs(n_train=40, n_valid=10, size=16)
+def test_sample_pairs_validation_strip_held_out(home):
+    p = sample_pairs(n_train=60, n_valid=20, size=16)
     rows = list(csv.DictReader(open(p/'pairs.csv')))
-    train = {r['photo'] for r in rows if r['split'] == 'train'}
-    valid = {r['photo'] for r in rows if r['split'] == 'val'}
-    assert len(rows) == 50 and not train & valid
-    assert valid <= set(sample_photos['val']) and train <= set(sample_photos['train'])
-    assert len(train) > 2
+    assert len(rows) == 80
+    sizes = {n: _photo(n).size for n in sample_photos}
+    for r in rows:
+        l, t, s = int(r['left']), int(r['top']), int(r['side'])
+        rl, rt, rr, rb = sample_regions(*sizes[r['photo']])[r['split'] == 'val']
+        assert rl <= l and rt <= t and l + s <= rr and t + s <= rb, r     # inside its own part of the photo
+        assert s >= 0.3 * min(sizes[r['photo']]) - 1 or s == min(rr - rl, rb - rt), r
+    for split in ('train', 'val'): assert len({r['photo'] for r in rows if r['split'] == split}) > 4
 
 def test_sample_pairs_edges(home):
     p = sample_pairs(n_train=4, n_valid=2, size=32, kind='edges')

@@ -297,3 +297,59 @@ def test_nonfinite_in_a_row_stops_training():
                     cbs=[Pix2pixTrainer(D, max_nonfinite=2), NaNTarget({4, 5})])
     with pytest.raises(NonFiniteError, match='2 training iterations in a row.*epoch 1, batch 2'): fit(learn, 3, 1e-3)
     assert all(torch.isfinite(p).all() for p in learn.model.parameters())
+
+
+class _NaNGrad(torch.autograd.Function):
+    "Identity forward; NaN gradients backward: a finite loss with non-finite gradients"
+    @staticmethod
+    def forward(ctx, x): return x.view_as(x)
+    @staticmethod
+    def backward(ctx, g): return g * float('nan')
+
+class NaNGradAt(nn.Module):
+    "Wraps G: its gradients are NaN in the training iterations `its` (counted in forward calls while training)"
+    def __init__(self, G, its): super().__init__(); self.G, self.its, self.n = G, set(its), 0
+    def forward(self, x):
+        y = self.G(x)
+        if self.training:
+            self.n += 1
+            if self.n - 1 in self.its: y = _NaNGrad.apply(y)
+        return y
+
+@pytest.mark.parametrize('check', [True, False])
+def test_nonfinite_gradients_with_a_finite_loss(check):
+    G, D = nets()
+    learn = Learner(make_dls(batches(n=3)), NaNGradAt(G, {1}), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=Pix2pixTrainer(D, check_grads=check, max_nonfinite=None))
+    if check:
+        with learn.no_bar(), learn.no_logging(), pytest.warns(UserWarning, match='1 iteration'): learn.fit(1, 1e-3)
+        assert learn.pix2pix_trainer.n_skipped == 1
+        assert all(torch.isfinite(p).all() for p in learn.model.parameters())
+    else:   # unchecked, the NaN gradients reach the weights
+        with learn.no_bar(), learn.no_logging(), pytest.warns(UserWarning): learn.fit(1, 1e-3)
+        assert not all(torch.isfinite(p).all() for p in learn.model.parameters())
+
+
+def _fit_with(**kw):
+    G, D = nets()
+    learn = Learner(make_dls(batches(n=2)), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D, **kw))
+    set_seed(0); fit(learn, 1, 1e-3)
+    return learn
+
+def test_channels_last_option_same_training():
+    ref, cl = _fit_with(), _fit_with(channels_last=True)
+    conv = lambda m: next(c for c in m.modules() if isinstance(c, nn.Conv2d))
+    for m in (cl.model, cl.pix2pix_trainer.discriminator):
+        assert conv(m).weight.is_contiguous(memory_format=torch.channels_last)
+    assert not conv(ref.model).weight.is_contiguous(memory_format=torch.channels_last)
+    assert_close(state(cl.model), state(ref.model), atol=1e-4)
+    assert_close(state(cl.pix2pix_trainer.discriminator), state(ref.pix2pix_trainer.discriminator), atol=1e-4)
+
+def test_compile_option_same_training_and_pickling():
+    import pickle
+    ref, comp = _fit_with(), _fit_with(compile=True)
+    assert comp.model._compiled_call_impl is not None and comp.pix2pix_trainer.discriminator._compiled_call_impl is not None
+    assert_close(state(comp.model), state(ref.model), atol=1e-4)
+    G = pickle.loads(pickle.dumps(comp.model))   # what `learn.export` stores: the weights, not the compiled forward
+    assert G._compiled_call_impl is None
+    assert_close(state(G), state(comp.model), atol=0)

@@ -1,4 +1,4 @@
-"Write README.md from nbs/index.ipynb: markdown cells as they are, code cells as python blocks, hidden cells left out."
+"Write README.md from nbs/index.ipynb: markdown cells as they are (image links made relative to the root), code cells as python blocks, hidden cells left out."
 import sys
 from pathlib import Path
 from execnb.nbio import read_nb
@@ -8,7 +8,7 @@ def render(nb_path):
     for c in read_nb(nb_path).cells:
         src = c.source.strip()
         if not src or src.startswith('#| hide'): continue
-        if c.cell_type == 'markdown': out.append(src)
+        if c.cell_type == 'markdown': out.append(src.replace('](images/', '](nbs/images/'))   # links relative to the repository root
         elif c.cell_type == 'code':
             src = '\n'.join(l for l in src.splitlines() if not l.startswith('#|'))
             out.append(f"```python\n{src}\n```")
