@@ -30,7 +30,6 @@ from gan_callbacks.data import make_pair
 logging.getLogger('torch.utils.cpp_extension').setLevel(logging.ERROR)  # "no CUDA runtime" when compiling on the CPU
 
 LR, BETAS, EPS, LAMBDA_L1 = 2e-4, (0.5, 0.999), 1e-8, 100.
-CL = torch.channels_last
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Settings
@@ -86,15 +85,6 @@ def make_models(cfg:Cfg, seed:int=0):
     torch.manual_seed(seed)
     return UnetGenerator(num_downs=cfg.num_downs, ngf=cfg.ngf), PatchDiscriminator(ndf=cfg.ndf)
 
-def apply_option(G, D, batches, option):
-    "The options, applied here only: `'cl'` (channels_last models and inputs), `'compile'` (`torch.compile` of G and D)"
-    if option == 'cl':
-        G, D = G.to(memory_format=CL), D.to(memory_format=CL)
-        batches = [(a.contiguous(memory_format=CL), b.contiguous(memory_format=CL)) for a, b in batches]
-    elif option == 'compile': G, D = torch.compile(G), torch.compile(D)
-    elif option is not None: raise ValueError(option)
-    return G, D, batches
-
 def _amp(bf16): return torch.autocast('cpu', dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -137,10 +127,12 @@ def _dls(batches):
     mk = lambda items: DataLoader(items, bs=None, shuffle=False, num_workers=0, device='cpu')
     return DataLoaders(mk(batches), mk([]), device='cpu')
 
+OPTIONS = {'cl': dict(channels_last=True), 'compile': dict(compile=True)}   # `Pix2pixTrainer` flags
+
 class TrainerLoop:
     "`pix2pix_learner` (its defaults: `pix2pix_adam` for G and D) fitted one epoch over the batches, all callbacks on"
-    def __init__(self, G, D, batches, bf16=False):
-        self.learn = pix2pix_learner(_dls(batches), generator=G, discriminator=D)
+    def __init__(self, G, D, batches, bf16=False, option=None):
+        self.learn = pix2pix_learner(_dls(batches), generator=G, discriminator=D, trainer_kwargs=OPTIONS.get(option))
         if bf16: self.learn.to_bf16()
 
     @property
@@ -153,10 +145,11 @@ class TrainerLoop:
 PATHS = dict(trainer=TrainerLoop, plain=PlainLoop)
 
 def build(path, cfg, batches, bf16=False, option=None, models=None):
-    "A `path` ('trainer' or 'plain') on a copy of `models` (or new ones)"
+    "A `path` ('trainer' or 'plain') on a copy of `models` (or new ones); `option` ('cl', 'compile'): a trainer flag"
     G, D = copy.deepcopy(models) if models is not None else make_models(cfg)
-    G, D, batches = apply_option(G, D, batches, option)
-    return PATHS[path](G, D, batches, bf16)
+    if option is None: return PATHS[path](G, D, batches, bf16)
+    if path != 'trainer' or option not in OPTIONS: raise ValueError(f"no option {option!r} for {path}")
+    return TrainerLoop(G, D, batches, bf16, option)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Measurements

@@ -143,7 +143,7 @@ def _out_dir(out):
 
 def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned',
-          test_mode='paper', resume=False, n_samples=4, seed=None):
+          test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=4, seed=None):
     "Train pix2pix on folder `data` (or the built-in sample) and write log, curves, sample grids and the generator to `out`"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
@@ -164,7 +164,7 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=depth, ngf=ngf)
     learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints',
-                            trainer_kwargs=dict(test_mode=test_mode))
+                            trainer_kwargs=dict(test_mode=test_mode, channels_last=channels_last, compile=compile))
     if precision == 'bf16': learn.to_bf16()
     elif precision == 'fp16':
         if torch.device(dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
@@ -232,6 +232,8 @@ def _parser():
     t.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
     t.add_argument('--test-mode', choices=('paper', 'eval'), default='paper',
                    help="how G runs on validation and translation: 'paper' (dropout on, batch statistics) or 'eval'")
+    t.add_argument('--channels-last', action='store_true', help='G, D and batches in channels_last memory format')
+    t.add_argument('--compile', action='store_true', help="torch.compile G's and D's forward (a slow first epoch)")
     t.add_argument('--n-samples', type=int, default=4, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None)
     t.add_argument('--resume', action='store_true', help='continue from the last checkpoint in --out')

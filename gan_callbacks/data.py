@@ -13,13 +13,14 @@ from PIL import Image
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastcore.parallel import parallel
 from fastai.vision.all import *
+from fastai.data.load import _loaders
 import skimage.data
 from skimage.feature import canny
 
 # %% auto #0
 __all__ = ['image_modes', 'sample_photos', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'open_image',
            'ImageHalf', 'PairFile', 'check_sizes', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',
-           'pix2pix_datablock', 'Pix2pixDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home',
+           'Pix2pixDL', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home',
            'sample_pairs']
 
 # %% ../nbs/03_data.ipynb #2a0be65c
@@ -152,6 +153,20 @@ class ToImage(Transform):
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im): return self.cls.create(im)
 
+# %% ../nbs/03_data.ipynb #6d1a4bfd
+class Pix2pixDL(TfmdDL):
+    "`TfmdDL` whose batches go to the device with a non-blocking copy (from pinned memory on CUDA)"
+    def __iter__(self):
+        # fastai's `DataLoader.__iter__` but for `non_blocking`: the copy overlaps with the host's work
+        self.randomize(); self.before_iter()
+        self._DataLoader__idxs = self.get_idxs()
+        for b in _loaders[self.fake_l.num_workers==0](self.fake_l):
+            if self.pin_memory and type(b) == list: b = tuple(b)
+            if self.device is not None: b = to_device(b, self.device, non_blocking=True)
+            yield self.after_batch(b)
+        self.after_iter()
+        if hasattr(self, 'it'): del(self.it)
+
 # %% ../nbs/03_data.ipynb #8bc2f9da
 def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_size=256, in_ch=3, out_ch=3, splitter=None):
     "A `DataBlock` of (input, target) images from A|B file names ('aligned') or (A, B) file pairs ('separate')"
@@ -161,7 +176,7 @@ def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_si
     i,j = (0,1) if direction=='AtoB' else (1,0)
     blocks = (TransformBlock(ToImage(image_type(in_ch)), batch_tfms=IntToFloatTensor),
               TransformBlock(ToImage(image_type(out_ch), loss_func=L1LossFlat()), batch_tfms=IntToFloatTensor))
-    return DataBlock(blocks=blocks, n_inp=1,
+    return DataBlock(blocks=blocks, n_inp=1, dl_type=Pix2pixDL,
                      getters=[get(i, image_modes[in_ch]), get(j, image_modes[out_ch])], splitter=splitter,
                      item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=Normalize.from_stats(0.5, 0.5))
 

@@ -108,3 +108,15 @@ def test_console_script_exit_code(tmp_path):
 def test_image_grid_shapes():
     g = image_grid([[torch.zeros(1, 8, 8), torch.ones(3, 8, 8), -torch.ones(3, 8, 8)]], pad=1)
     assert g.size == (30, 10) and g.mode == 'RGB'
+
+
+def test_speed_options_reach_the_trainer(tiny, tmp_path):
+    from gan_callbacks.cli import _parser, train
+    args = vars(_parser().parse_args(['train', '--sample', '--channels-last', '--compile']))
+    assert args['channels_last'] is True and args['compile'] is True
+    learn = train(data=tiny, out=tmp_path, epochs=1, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1,
+                  channels_last=True)
+    t = learn.pix2pix_trainer
+    assert t.channels_last and not t.compile
+    conv = next(m for m in learn.model.modules() if isinstance(m, torch.nn.Conv2d))
+    assert conv.weight.is_contiguous(memory_format=torch.channels_last)

@@ -11,7 +11,7 @@ import torch
 from PIL import Image
 from torch import nn
 from fastai.learner import Learner
-from fastai.torch_core import TensorImage
+from fastai.torch_core import TensorImage, set_seed
 
 from gan_callbacks.data import *
 from gan_callbacks.data import _photo
@@ -65,6 +65,23 @@ def test_new_empty_keeps_attributes(tmp_path):
     e = dls.new_empty()
     assert type(e) is Pix2pixDataLoaders
     assert (e.in_ch, e.out_ch, e.load_size, e.crop_size) == (1, 3, 18, 16)
+
+def test_batches_copied_to_the_device_without_blocking(tmp_path, monkeypatch):
+    "Same batches as fastai's own `TfmdDL` (same shuffle and augmentation), copied with `non_blocking=True`"
+    import gan_callbacks.data as data
+    from fastai.data.core import TfmdDL
+    dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path, n_train=6), load_size=18, crop_size=16, bs=2, seed=0)
+    assert type(dls.train) is type(dls.valid) is Pix2pixDL
+    calls, to_device = [], data.to_device
+    monkeypatch.setattr(data, 'to_device', lambda b, device, **kw: calls.append(kw) or to_device(b, device, **kw))
+    ref = dls.train.new(cls=TfmdDL)
+    assert type(ref) is TfmdDL
+    def epoch(dl):
+        dl.rng.seed(1); set_seed(0)   # the loader's shuffle, and the augmentation's draws
+        return [torch.cat(b) for b in dl]
+    ours, theirs = epoch(dls.train), epoch(ref)
+    assert len(ours) == 3 and all(torch.equal(a, b) for a, b in zip(ours, theirs))
+    assert calls == [{'non_blocking': True}] * 3
 
 def test_shared_crop_and_flip_identical_pair(tmp_path):
     "B == A: whatever crop and flip were drawn, both sides come out identical, at a real crop of the resized image"
