@@ -17,14 +17,15 @@ from fastai.metrics import ValueMetric
 from fastai.losses import L1LossFlat
 from fastai.callback.fp16 import MixedPrecision, AMPMode
 from fastai.callback.schedule import ParamScheduler
+from fastai.callback.progress import ProgressCallback
 from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'Pix2pixTrainer', 'unet_depth', 'pix2pix_learner',
-           'pix2pix_schedule']
+__all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'Pix2pixTrainer', 'SyncFreeProgressCallback', 'unet_depth',
+           'pix2pix_learner', 'pix2pix_schedule']
 
 # %% ../nbs/04_pix2pix.ipynb #aedacbdc
 def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
@@ -314,6 +315,16 @@ class Pix2pixTrainer(StateDictCallback):
             for k in ('discriminator', 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
         return state
 
+# %% ../nbs/04_pix2pix.ipynb #25c7cb63
+class SyncFreeProgressCallback(ProgressCallback):
+    "fastai's progress bars, reading the smoothed loss for the bar every `every` training batches instead of every batch"
+    name = 'progress'   # `learn.progress` as with fastai's, so `learn.no_bar()` works
+    def __init__(self, every:int=20): self.every = every
+    def after_batch(self):
+        self.pbar.update(self.iter+1)
+        if hasattr(self, 'smooth_loss') and self.training and (self.iter+1) % self.every == 0:
+            self.pbar.comment = f'{self.smooth_loss.item():.4f}'   # the one host sync, every `every` batches
+
 # %% ../nbs/04_pix2pix.ipynb #2fce5a90
 def unet_depth(size:int, max_downs:int=8):
     "The deepest U-Net (at most `max_downs`) whose downsamplings divide `size`: 256 -> 8, 128 -> 7, 96 -> 5"
@@ -331,7 +342,10 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
                                        "pick another crop size or pass a `generator`")
         generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
-    return Learner(dls, generator, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, cbs=L(cbs) + trainer, **kwargs)
+    learn = Learner(dls, generator, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, cbs=L(cbs) + trainer, **kwargs)
+    if type(getattr(learn, 'progress', None)) is ProgressCallback:   # fastai's default bar: one host sync per batch
+        learn.remove_cb(learn.progress); learn.add_cb(SyncFreeProgressCallback())
+    return learn
 
 def pix2pix_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
     "Pix2pix's lr schedule over `pct_train`: `lr` for `n_epochs`, then linearly to ~0 over `n_epochs_decay`, per epoch"

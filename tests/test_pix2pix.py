@@ -1,4 +1,5 @@
 "Pix2pixTrainer against a plain PyTorch pix2pix loop, and the trainer's contract with fastai."
+import contextlib, io, os, sys
 from copy import deepcopy
 import pytest, torch
 from torch import nn
@@ -7,7 +8,8 @@ from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed
 import fastai.callback.progress  # Learner.no_bar
 from fastai.callback.fp16 import MixedPrecision
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError
+from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError, \
+    SyncFreeProgressCallback
 
 
 def batches(n=3, bs=2, size=32, cin=3, cout=3, seed=0):
@@ -353,3 +355,45 @@ def test_compile_option_same_training_and_pickling():
     G = pickle.loads(pickle.dumps(comp.model))   # what `learn.export` stores: the weights, not the compiled forward
     assert G._compiled_call_impl is None
     assert_close(state(G), state(comp.model), atol=0)
+
+
+class HostReads:
+    "Counts the calls that copy a tensor's value to the host (a sync on CUDA), by whether the library made them"
+    names = ('item', 'tolist', 'cpu', 'numpy', '__bool__', '__float__', '__int__', '__format__')
+    def __enter__(self):
+        self.n, self.depth = {'library': 0, 'other': 0}, 0
+        self.saved = {k: (k in torch.Tensor.__dict__, getattr(torch.Tensor, k)) for k in self.names}
+        for k, (_, f) in self.saved.items(): setattr(torch.Tensor, k, self._counted(f))
+        return self
+    def _counted(self, f):
+        def g(*args, **kwargs):
+            if self.depth == 0:   # not the inner call of fastai's tensor subclasses
+                caller = sys._getframe(1).f_code.co_filename
+                self.n['library' if f'{os.sep}gan_callbacks{os.sep}' in caller else 'other'] += 1
+            self.depth += 1
+            try: return f(*args, **kwargs)
+            finally: self.depth -= 1
+        return g
+    def __exit__(self, *exc):
+        for k, (own, f) in self.saved.items():
+            if own: setattr(torch.Tensor, k, f)
+            else: delattr(torch.Tensor, k)
+
+def _host_reads(n_batches, learner):
+    G, D = nets()
+    learn = learner(make_dls(batches(n=n_batches)), G, D)
+    with HostReads() as h, contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    assert learn.pix2pix_trainer.n_skipped == 0 and len(learn.pix2pix_trainer.hist) == n_batches
+    return h.n
+
+def test_host_reads_per_batch():
+    "The library reads nothing from the device per batch; what is left is fastai's Recorder (its smoothed loss)"
+    ours = lambda dls, G, D: pix2pix_learner(dls, generator=G, discriminator=D)
+    assert type(ours(make_dls(batches(n=1)), *nets()).progress) is SyncFreeProgressCallback
+    r8, r4 = _host_reads(8, ours), _host_reads(4, ours)
+    assert r8['library'] == r4['library'] > 0          # per fit (the trainer's once-per-epoch read), not per batch
+    assert r8['other'] - r4['other'] == 4               # fastai's `AvgSmoothLoss` moves each loss to the CPU
+    # fastai's own progress bar reads the smoothed loss after every batch too
+    theirs = lambda dls, G, D: Learner(dls, G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D))
+    t8, t4 = _host_reads(8, theirs), _host_reads(4, theirs)
+    assert t8['other'] - t4['other'] == 8 and t8['library'] == t4['library']
