@@ -1,5 +1,5 @@
 "Paired image data: loading, shared augmentation, bad data, and the sample dataset"
-import csv, os
+import csv, os, shutil
 from pathlib import Path
 
 import matplotlib
@@ -10,11 +10,12 @@ import pytest
 import torch
 from PIL import Image
 from torch import nn
-from fastai.learner import Learner
+from fastai.learner import Learner, load_learner
+from fastai.callback.core import Callback
 from fastai.torch_core import TensorImage, set_seed
 
 from gan_callbacks.data import *
-from gan_callbacks.data import _photo
+from gan_callbacks.data import _photo, UnpairedDL
 
 BICUBIC = Image.Resampling.BICUBIC
 
@@ -307,3 +308,174 @@ def test_sample_pairs_loads(home):
                                          bs=4, num_downs=5)
     x,y = dls.one_batch()
     assert x.shape == y.shape == (4, 3, 32, 32)
+
+# ---------------------------------------------------------------- unpaired images
+
+def make_domains(root, sizes=dict(trainA=5, trainB=3, testA=2, testB=1), side=12, ch=None):
+    "Random noise images in `root/<folder>`, image `i` of folder `f` seeded by (f, i)"
+    for k, (f, n) in enumerate(sizes.items()):
+        (root/f).mkdir(parents=True, exist_ok=True)
+        for i in range(n):
+            c = (ch or {}).get(f, 3)
+            a = noise(side, side, c, seed=100*k+i)
+            Image.fromarray(a[..., 0] if c == 1 else a).save(root/f/f'{f}_{i}.png')
+    return root
+
+def ids(t, lookup):
+    "Which of the `lookup` images (uint8 HWC arrays, resized to the batch's size) each image of batch `t` is"
+    return [next(k for k, v in lookup.items() if np.array_equal(v, o)) for o in to_uint8(t)]
+
+def valid_images(root, folder, size):
+    return {f.name: np.asarray(Image.open(f).convert('RGB').resize((size, size), BICUBIC)) for f in sorted((root/folder).iterdir())}
+
+def test_unpaired_batches(tmp_path):
+    root = make_domains(tmp_path)
+    dls = UnpairedDataLoaders.from_folder(root, load_size=18, crop_size=16, bs=2)
+    assert isinstance(dls, UnpairedDataLoaders) and type(dls.train) is type(dls.valid) is UnpairedDL
+    assert dls.n_inp == 2 and (dls.in_ch, dls.out_ch, dls.load_size, dls.crop_size) == (3, 3, 18, 16)
+    assert (len(dls.train_ds), len(dls.valid_ds)) == (5, 2)          # the A images set the epoch
+    assert len(dls.train) == 2                                       # drop_last on the shuffled training set
+    a, b = dls.train.one_batch()
+    assert a.shape == b.shape == (2, 3, 16, 16) and isinstance(a, TensorImage) and isinstance(b, TensorImage)
+    for t in (a, b): assert -1 <= t.min() < 0 < t.max() <= 1
+    # validation: testA in order, each with testB i % 1, resized to crop_size
+    a, b = dls.valid.one_batch()
+    assert ids(a, valid_images(root, 'testA', 16)) == ['testA_0.png', 'testA_1.png']
+    assert ids(b, valid_images(root, 'testB', 16)) == ['testB_0.png'] * 2
+
+def test_unpaired_pairing_changes_every_epoch_and_follows_rng(tmp_path):
+    root = make_domains(tmp_path, dict(trainA=6, trainB=6, testA=1, testB=1), side=8)
+    set_seed(0)
+    dls = UnpairedDataLoaders.from_folder(root, load_size=8, crop_size=8, bs=1, seed=0)
+    lookup = {**{f'A{k}': v[:, ::-1] for k, v in valid_images(root, 'trainA', 8).items()}, **valid_images(root, 'trainA', 8),
+              **{f'B{k}': v[:, ::-1] for k, v in valid_images(root, 'trainB', 8).items()}, **valid_images(root, 'trainB', 8)}
+    def epoch():
+        return [(ids(a, lookup)[0].lstrip('A').split('_')[1], ids(b, lookup)[0].lstrip('B').split('_')[1]) for a, b in dls.train]
+    state = dls.train.rng.getstate()
+    epochs = [epoch() for _ in range(8)]
+    for e in epochs: assert sorted(a for a, _ in e) == [f'{i}.png' for i in range(6)]   # every A image once
+    assert len({tuple(e) for e in epochs}) == 8                                          # pairings differ
+    assert len({b for e in epochs for _, b in e}) == 6                                   # B drawn from all of trainB
+    assert any(len({b for _, b in e}) < 6 for e in epochs)                              # with replacement, as the reference
+    dls.train.rng.setstate(state)
+    torch.manual_seed(123)   # other generators do not matter for the pairing
+    assert epoch() == epochs[0]
+
+def test_unpaired_independent_augmentation(tmp_path):
+    "trainA and trainB hold the same image: its two crops and flips are drawn separately, each a real crop"
+    root = tmp_path
+    for f in ('trainA', 'trainB', 'testA', 'testB'):
+        (root/f).mkdir()
+        Image.fromarray(noise(14, 14, seed=7)).save(root/f/'x.png')
+    dls = UnpairedDataLoaders.from_folder(root, load_size=20, crop_size=16, bs=1)
+    expected = crops_of(np.asarray(Image.fromarray(noise(14, 14, seed=7)).resize((20, 20), BICUBIC)), 16)
+    keys = []
+    for _ in range(20):
+        a, b = dls.train.one_batch()
+        ka, kb = ([k for k, v in expected.items() if np.array_equal(v, o)] for o in (to_uint8(a)[0], to_uint8(b)[0]))
+        assert len(ka) == len(kb) == 1
+        keys.append((ka[0], kb[0]))
+    assert sum(ka != kb for ka, kb in keys) >= 15          # a shared crop would make them always equal
+    assert {k[2] for k, _ in keys} == {False, True} and {k[2] for _, k in keys} == {False, True}
+    a, b = dls.valid.one_batch()
+    assert torch.equal(a, b)                                # validation: both only resized
+
+def test_unpaired_channels_and_sizes(tmp_path):
+    root = make_domains(tmp_path, ch=dict(trainA=1, testA=1))
+    dls = UnpairedDataLoaders.from_folder(root, load_size=18, crop_size=16, bs=2, in_ch=1, out_ch=4)
+    a, b = dls.train.one_batch()
+    assert a.shape == (2, 1, 16, 16) and b.shape == (2, 4, 16, 16) and (b[:, 3] == 1).all()
+    assert (dls.in_ch, dls.out_ch) == (1, 4)
+    e = dls.new_empty()
+    assert type(e) is UnpairedDataLoaders and (e.in_ch, e.out_ch, e.n_inp) == (1, 4, 2)
+
+def test_unpaired_random_split(tmp_path):
+    root = make_domains(tmp_path, dict(trainA=10, trainB=5))
+    dls = UnpairedDataLoaders.from_folder(root, valid_pct=0.2, seed=1, load_size=18, crop_size=16)
+    assert (len(dls.train_ds), len(dls.valid_ds)) == (8, 2)
+    assert (len(dls.train_ds.tls[1]), len(dls.valid_ds.tls[1])) == (4, 1)
+    again = UnpairedDataLoaders.from_folder(root, valid_pct=0.2, seed=1, load_size=18, crop_size=16)
+    assert list(again.valid_ds.tls[1].items) == list(dls.valid_ds.tls[1].items)
+    assert not set(dls.train_ds.items) & set(dls.valid_ds.items)
+
+def test_unpaired_learner_no_target_show_and_export(tmp_path):
+    "Both images are inputs and there is no target: the model gets (A, B); fastai then calls no loss (a trainer supplies it)"
+    dls = UnpairedDataLoaders.from_folder(make_domains(tmp_path/'d'), load_size=18, crop_size=16, bs=2)
+    class Both(nn.Module):
+        def __init__(self): super().__init__(); self.conv = nn.Conv2d(3, 3, 1)
+        def forward(self, a, b): seen.append((a.shape, b.shape)); return self.conv(a) - b
+    seen, losses = [], []
+    learn = Learner(dls, Both(), loss_func=lambda out, *ys: losses.append(len(ys)) or out.abs().mean(), path=tmp_path,
+                    cbs=Callback(after_pred=lambda cb: batches.append((len(learn.xb), learn.yb))))
+    batches = []
+    learn.fit(1, 1e-2)
+    assert seen == [((2, 3, 16, 16), (2, 3, 16, 16))] * 3 and batches == [(2, ())] * 3
+    assert losses == []   # fastai's Learner skips loss, backward and step when `yb` is empty
+    dls.show_batch(max_n=2)
+    axes = plt.gcf().axes
+    assert len(axes) == 4 and [a.get_images()[0].get_array().shape for a in axes[:2]] == [(16, 16, 3)] * 2
+    plt.close('all')
+    learn.export(tmp_path/'l.pkl')
+    assert type(load_learner(tmp_path/'l.pkl').dls) is UnpairedDataLoaders
+
+def test_unpaired_bad_folders(tmp_path):
+    with pytest.raises(FileNotFoundError, match=f"Folder not found: {tmp_path/'trainA'}"): UnpairedDataLoaders.from_folder(tmp_path)
+    make_domains(tmp_path, dict(trainA=2, testA=1, testB=1))
+    with pytest.raises(FileNotFoundError, match=f"Folder not found: {tmp_path/'trainB'}"): UnpairedDataLoaders.from_folder(tmp_path)
+    (tmp_path/'trainB').mkdir(); (tmp_path/'trainB'/'readme.txt').write_text('no images')
+    with pytest.raises(ValueError, match=f"No image files in {tmp_path/'trainB'}"): UnpairedDataLoaders.from_folder(tmp_path)
+    make_domains(tmp_path, dict(trainB=2))
+    (tmp_path/'testB'/'testB_0.png').unlink()
+    with pytest.raises(ValueError, match=f"No image files in {tmp_path/'testB'}"): UnpairedDataLoaders.from_folder(tmp_path)
+    shutil.rmtree(tmp_path/'testB')
+    with pytest.raises(FileNotFoundError, match=f"Folder not found: {tmp_path/'testB'}"): UnpairedDataLoaders.from_folder(tmp_path)
+    shutil.rmtree(tmp_path/'testA')   # no test folders at all: a random split
+    assert len(UnpairedDataLoaders.from_folder(tmp_path, load_size=18, crop_size=16, valid_pct=0.5).valid_ds) == 1
+    (tmp_path/'trainB'/'bad.png').write_bytes(b'not a png')
+    with pytest.raises(ValueError, match=r'Cannot read image .*trainB/bad\.png'): UnpairedDataLoaders.from_folder(tmp_path)
+    (tmp_path/'trainB'/'bad.png').unlink()
+    with pytest.raises(ValueError, match=r'No training batch: 1 A images in .*trainA for bs=2'):
+        UnpairedDataLoaders.from_folder(tmp_path, load_size=18, crop_size=16, bs=2, valid_pct=0.5)
+    with pytest.raises(ValueError, match=r'crop_size \(20\) is larger'): UnpairedDataLoaders.from_folder(tmp_path, load_size=18, crop_size=20)
+    with pytest.raises(ValueError, match='multiple of 4'): UnpairedDataLoaders.from_folder(tmp_path, load_size=18, crop_size=14, num_downs=2)
+
+# ---------------------------------------------------------------- unpaired sample
+
+def test_sample_mapping():
+    im = Image.fromarray(noise(5, 7))
+    out = np.asarray(sample_mapping(im))
+    assert np.array_equal(out, np.asarray(im)[..., [2, 0, 1]])
+    assert np.array_equal(np.asarray(sample_mapping(sample_mapping(sample_mapping(im)))), np.asarray(im))   # a rotation
+    assert sample_mapping(im.convert('L')).mode == 'RGB'
+
+def test_sample_unpaired_layout_and_truth(home):
+    p = sample_unpaired(n_train=10, n_test=4, size=16)
+    assert p.parent == home and p.name == 'sample_unpaired_16_10_4_42'
+    counts = {f: len(list((p/f).glob('*.png'))) for f in ('trainA', 'trainB', 'testA', 'testB', 'testA_true')}
+    assert counts == dict(trainA=10, trainB=10, testA=4, testB=4, testA_true=4)
+    rows = list(csv.DictReader(open(p/'crops.csv')))
+    by = {(r['split'], r['file']): r for r in rows}
+    sizes = {n: _photo(n).size for n in sample_photos}
+    for r in rows:   # training crops from the training part of each photo, test crops from the held-out part
+        rl, rt, rr, rb = sample_regions(*sizes[r['photo']])[r['split'].startswith('test')]
+        l, t, s = int(r['left']), int(r['top']), int(r['side'])
+        assert rl <= l and rt <= t and l + s <= rr and t + s <= rb
+    for f in sorted((p/'testA').iterdir()):
+        assert {k: v for k, v in by['testA_true', f.name].items() if k != 'split'} == {k: v for k, v in by['testA', f.name].items() if k != 'split'}
+        assert np.array_equal(np.asarray(Image.open(p/'testA_true'/f.name)), np.asarray(Image.open(f))[..., [2, 0, 1]])
+    # B is other crops than A, mapped: no B image is the mapping of an A image
+    key = lambda r: (r['photo'], r['left'], r['top'], r['side'])
+    assert not {key(by['trainA', f'{i:04d}.png']) for i in range(10)} & {key(by['trainB', f'{i:04d}.png']) for i in range(10)}
+    b = np.asarray(Image.open(p/'trainB'/'0000.png'))
+    rb = by['trainB', '0000.png']
+    photo = _photo(rb['photo'])
+    l, t, s = int(rb['left']), int(rb['top']), int(rb['side'])
+    crop = np.asarray(photo.resize((16, 16), BICUBIC, box=(l, t, l+s, t+s)))[..., [2, 0, 1]].astype(int)
+    assert np.abs(crop - b).mean() < 12       # the mapped crop (cut here from the full-size photo)
+    assert sample_unpaired(n_train=10, n_test=4, size=16) == p and read_dir(p) == read_dir(sample_unpaired(home/'x', n_train=10, n_test=4, size=16))
+
+def test_sample_unpaired_loads(home):
+    dls = UnpairedDataLoaders.from_folder(sample_unpaired(n_train=6, n_test=2, size=32), load_size=36, crop_size=32, bs=2)
+    a, b = dls.one_batch()
+    assert a.shape == b.shape == (2, 3, 32, 32)
+    assert (len(dls.train_ds), len(dls.valid_ds)) == (6, 2)
