@@ -91,7 +91,7 @@ class V1Optimizer(_V1Hypers, Optimizer):
 class V1OptimWrapper(_V1Hypers, OptimWrapper):
     "fastai's `OptimWrapper` with v1's surface; `.opt`, the PyTorch optimizer, may be swapped as in v1"
     def new_with_params(self, param_groups, split_no_wd=True):
-        "An optimizer of the same kind and hyper-parameters over `param_groups`"
+        "An optimizer of the same kind and hyper-parameters over `param_groups` (PyTorch's have no per-parameter wd exemption)"
         last = {k:v for k,v in self.opt.param_groups[-1].items() if k != 'params'}
         opt = type(self.opt)([{'params': ps, **last} for ps in param_groups], **self.opt.defaults)
         return V1OptimWrapper(opt=opt, hp_map=self.fwd_map)
