@@ -68,6 +68,10 @@ def _skip_zero_once(opt):
 class StateDictCallback(Callback):
     "Base class for callbacks written in fastai-v1 style: `on_x(**state)` methods sharing one v1 state dict"
     _stateattrs = ('cb_state', '_ctl', '_first', '_last')
+    def __init_subclass__(cls, **kwargs):
+        # v1 sorted callbacks by `_order`: a class that sets it runs at that `order`
+        super().__init_subclass__(**kwargs)
+        if '_order' in cls.__dict__ and 'order' not in cls.__dict__: cls.order = cls._order
     def _v1_cbs(self): return sorted([cb for cb in self.learn.cbs if isinstance(cb, StateDictCallback)], key=lambda cb: cb.order)
 
     def _call(self, name, writeback=None, **extra):
@@ -101,7 +105,7 @@ class StateDictCallback(Callback):
             _guard_epochs(l, cbs)
         st = self.cb_state
         st.update(n_epochs=l.n_epoch, metrics=l.metrics, pbar=_pbar(l))
-        self._call('on_train_begin')
+        self._call('on_train_begin', metrics_names=[getattr(m, 'name', type(m).__name__) for m in l.metrics])
 
     def before_epoch(self):
         l, st = self.learn, self.cb_state
@@ -143,7 +147,8 @@ class StateDictCallback(Callback):
 
     def after_epoch(self):
         if self._ctl.__dict__.get('skipped', False): return
-        self.cb_state['last_metrics'] = _last_metrics(self.learn)
+        # set once, so that what one callback adds (v1's `add_metrics`) is what the next one sees
+        if self._first: self.cb_state['last_metrics'] = _last_metrics(self.learn)
         self._call('on_epoch_end')
 
     def after_fit(self):

@@ -49,7 +49,7 @@ def test_every_event_gets_every_key():
     calls = learn.recorder1.calls
     assert {n for n, _ in calls} == set(V1_EVENTS.values())
     for name, kw in calls:
-        extra = {'exception'} if name == 'on_train_end' else set()
+        extra = {'on_train_end': {'exception'}, 'on_train_begin': {'metrics_names'}}.get(name, set())
         assert set(kw) == set(V1_KEYS) | extra, name
     # v1 order of events for one training batch
     names = [n for n, _ in calls]
@@ -273,3 +273,37 @@ def test_pickling_leaves_the_state_out():
     learn.recorder1.cb_state['last_input'] = torch.ones(1)
     cb = pickle.loads(pickle.dumps(learn.recorder1))
     assert 'cb_state' not in cb.__dict__ and '_ctl' not in cb.__dict__
+
+
+def test_order_from_v1_underscore_order():
+    "A v1 class attribute `_order` sorts the callback, among v2 callbacks too (the Recorder is at 50)"
+    class Early(StateDictCallback): _order = -20
+    class Late(Early): pass
+    class Explicit(StateDictCallback): _order, order = 5, 7
+    learn = synth_learner(cbs=[Early(), Explicit()])
+    assert learn.early.order == -20 and Late.order == -20 and learn.explicit.order == 7
+    assert StateDictCallback.order == 0 and Callback.order == 0
+    fit(learn, 1)
+    names = [type(cb).__name__ for cb in sorted(learn.cbs, key=lambda cb: cb.order)]
+    assert names.index('Early') < names.index('TrainEvalCallback') < names.index('Recorder')
+
+
+def test_train_begin_gets_metrics_names():
+    learn = synth_learner(cbs=Recorder1(), metrics=[mae])
+    fit(learn, 1)
+    assert learn.recorder1.of('on_train_begin')[0]['metrics_names'] == ['mae']
+
+
+def test_last_metrics_added_by_one_callback_reach_the_next():
+    "v1 set `last_metrics` once per epoch: what an earlier callback returns is what a later one gets"
+    class Adds(StateDictCallback):
+        order = 1
+        def on_epoch_end(self, last_metrics, **kw): return {'last_metrics': last_metrics + [42.]}
+    class Reads(StateDictCallback):
+        order = 2
+        def __init__(self): self.seen = []
+        def on_epoch_end(self, last_metrics, **kw): self.seen.append(last_metrics)
+    learn = synth_learner(cbs=[Reads(), Adds()], metrics=mae)
+    fit(learn, 2)
+    for seen, vals in zip(learn.reads.seen, learn.recorder.values):
+        assert seen[:2] == pytest.approx(vals[1:]) and seen[2] == 42.
