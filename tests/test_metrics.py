@@ -138,9 +138,9 @@ def test_fid_inception_weights(tmp_path, monkeypatch):
     monkeypatch.setenv('GAN_CALLBACKS_FID_WEIGHTS', str(tmp_path/'w.pth'))
     loaded = fid_inception()
     assert not loaded.training
-    x = torch.rand(2, 3, 40, 30) * 2 - 1
-    with torch.no_grad(): torch.testing.assert_close(loaded(x), net.eval()(x))
-    assert loaded(x).shape == (2, 2048)
+    sd = loaded.net.state_dict()
+    assert all(torch.equal(v, sd[k]) for k, v in net.net.state_dict().items())
+    with torch.no_grad(): assert loaded(torch.rand(1, 3, 40, 30) * 2 - 1).shape == (1, 2048)
     torch.save({'fc.weight': torch.zeros(1000, 2048)}, tmp_path/'bad.pth')
     with pytest.raises(ValueError, match='does not hold the FID Inception weights'): fid_inception(tmp_path/'bad.pth')
 
@@ -190,11 +190,11 @@ def test_metrics_add_no_host_read_per_batch():
     "The metrics' reads happen once per validation, whatever the number of batches"
     def reads(n_valid, metrics):
         learn = learner(valid_items(n_valid), metrics=metrics, fn=pix2pix_learner)
-        with HostReads() as h, contextlib.redirect_stdout(io.StringIO()): learn.fit(2, 1e-3)
+        with HostReads() as h, contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
         return h.n
-    one, many, none = reads(2, True), reads(12, True), reads(2, False)   # 1 and 6 validation batches
-    assert one['library'] == many['library'] == none['library'] + 2 * 2   # 2 metrics x 2 epochs
-    assert many['other'] - one['other'] == reads(12, False)['other'] - none['other']   # fastai's own (its valid loss), unchanged
+    one, many, none = reads(2, True), reads(8, True), reads(2, False)   # 1 and 4 validation batches
+    assert one['library'] == many['library'] == none['library'] + 2   # one read per metric and validation
+    assert many['other'] - one['other'] == reads(8, False)['other'] - none['other']   # fastai's own (its valid loss), unchanged
 
 
 # `evaluate` and the command line
