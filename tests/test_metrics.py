@@ -218,9 +218,7 @@ def test_train_reports_psnr_ssim(run_dir):
     assert s['first_valid_ssim'] == pytest.approx(float(rows[0]['ssim']), rel=1e-5)
     for k in ('mean_image_psnr', 'mean_image_ssim', 'input_psnr', 'input_ssim'): assert np.isfinite(s[k])
     # returning the (grey) input, recomputed here from the files
-    files = sorted((data/'val').iterdir())
-    ab = [torch.from_numpy(np.asarray(Image.open(f).convert('RGB')).copy()).permute(2, 0, 1).double() / 127.5 - 1 for f in files]
-    a, b = torch.stack([t[..., :32] for t in ab]), torch.stack([t[..., 32:] for t in ab])
+    _, a, b = read_pairs(data)
     ps, ss = sk_scores(a, b)
     assert s['input_psnr'] == pytest.approx(ps.mean(), abs=1e-3) and s['input_ssim'] == pytest.approx(ss.mean(), abs=2e-3)
 
