@@ -14,5 +14,6 @@ from .gan import *
 from .pix2pix import *
 from .checkpoint import *
 from .cli import *
-from . import core, models, losses, data, gan, pix2pix, checkpoint, cli
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli) for n in m.__all__))
+from .metrics import *
+from . import core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics) for n in m.__all__))

@@ -18,10 +18,11 @@ from .models import UnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
 from .checkpoint import GANCheckpoint
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
+from .metrics import PSNR, SSIM, evaluate, baseline_scores
 
 # %% auto #0
 __all__ = ['to_pil', 'from_pil', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1', 'input_l1',
-           'CLIError', 'train', 'translate', 'main']
+           'CLIError', 'train', 'translate', 'evaluate_cmd', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -163,7 +164,7 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
                                              crop_size=crop_size, bs=bs, num_downs=max(depth, 5))
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=depth, ngf=ngf)
-    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints',
+    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints', metrics=[PSNR(), SSIM()],
                             trainer_kwargs=dict(test_mode=test_mode, channels_last=channels_last, compile=compile))
     if precision == 'bf16': learn.to_bf16()
     elif precision == 'fp16':
@@ -177,15 +178,21 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     plot_training(learn, out/'losses.png')
     learn.export('generator.pkl')
     vals = [v[1] for v in learn.recorder.values]
+    col = lambda n: [v[learn.recorder.metric_names.index(n) - 1] for v in learn.recorder.values]
     summary = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], mean_image_l1=mean_image_l1(dls),
-                   input_l1=input_l1(dls), epochs=len(vals), data=str(data))
+                   input_l1=input_l1(dls), epochs=len(vals), data=str(data),
+                   **{f'{w}_valid_{m}': col(m)[i] for m in ('psnr', 'ssim') for w, i in (('first', 0), ('final', -1))},
+                   **{k: v for k, v in baseline_scores(dls).items() if not k.endswith('_l1')})
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
     copy = '' if summary['input_l1'] is None else f", returning the input: {summary['input_l1']:.4f}"
     print(f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; "
           f"predicting the mean training image: {summary['mean_image_l1']:.4f}{copy}")
+    print(f"valid PSNR/SSIM: last epoch {summary['final_valid_psnr']:.2f} dB / {summary['final_valid_ssim']:.4f}; mean training image: "
+          f"{summary['mean_image_psnr']:.2f} dB / {summary['mean_image_ssim']:.4f}" + ('' if 'input_psnr' not in summary else
+          f"; the input: {summary['input_psnr']:.2f} dB / {summary['input_ssim']:.4f}"))
     print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
           f"  {grid.files[-1].name}  validation examples, A | output | B (one per epoch)\n"
-          f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1 figures\n"
+          f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1, PSNR and SSIM figures\n"
           f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn
 
@@ -208,6 +215,12 @@ def translate(model, input, output, aligned=False):
         im.save(output/f.name)
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
+
+# %% ../nbs/06_cli.ipynb #d424cf80
+def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4):
+    "Score generator `model` (generator.pkl or a checkpoint) on the pairs in `data`: per-image CSV, summary, best/worst grid"
+    try: return evaluate(model, data, out, fid_weights=fid_weights, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
+    except (ValueError, OSError) as e: raise CLIError(str(e))
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
 def _parser():
@@ -242,6 +255,16 @@ def _parser():
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
+    e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
+                       description=evaluate_cmd.__doc__)
+    e.add_argument('--model', required=True, help='generator.pkl written by train, or a checkpoint .pth')
+    e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
+    e.add_argument('--out', default='evaluation', help='output folder')
+    e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
+    e.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
+    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
+    e.add_argument('--test-mode', choices=('paper', 'eval'), default=None, help="default: the trainer's")
+    e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
     return p
 
 def main(argv=None):
@@ -249,5 +272,5 @@ def main(argv=None):
     p = _parser()
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
-    try: (train if cmd == 'train' else translate)(**args)
+    try: dict(train=train, translate=translate, evaluate=evaluate_cmd)[cmd](**args)
     except CLIError as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
