@@ -93,9 +93,9 @@ def test_out_is_a_file(tiny, tmp_path, capsys):
 
 def test_bad_data_exit_2(tmp_path, capsys):
     (tmp_path/'train').mkdir()
-    Image.new('RGB', (30, 16)).save(tmp_path/'train'/'odd.png')
+    (tmp_path/'train'/'broken.png').write_bytes(b'not a png')
     assert run(['train', '--data', tmp_path, '--out', tmp_path/'o', '--crop-size', 32, '--load-size', 36]) == 2
-    assert 'odd.png' in capsys.readouterr().err
+    assert 'broken.png' in capsys.readouterr().err
 
 
 def test_console_script_exit_code(tmp_path):
