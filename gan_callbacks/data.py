@@ -152,6 +152,27 @@ class ToImage(Transform):
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im): return self.cls.create(im)
 
+# %% ../nbs/03_data.ipynb #207db54a
+import copyreg
+
+def _impls(f):
+    "The functions registered in plum `Function` `f` (the callables fastai wrapped, where it had to wrap them)"
+    res = []
+    for m in f.methods:
+        g = m.implementation
+        if g.__qualname__.endswith('Transform.__init__.<locals>.wrapped_enc'): g = g.__closure__[0].cell_contents
+        res.append(g)
+    return res
+
+def _reduce_transform(t):
+    "Pickle a `Transform` made from functions by those functions: plum's `Function` around them holds a lock, which pickle refuses"
+    d = t.__dict__
+    if 'encodes' not in d and 'decodes' not in d: return t.__reduce_ex__(4)   # as always
+    state = {k: v for k, v in d.items() if k not in ('encodes', 'decodes')}
+    return type(t), tuple(_impls(d[k]) if k in d else None for k in ('encodes', 'decodes')), state
+
+copyreg.pickle(Transform, _reduce_transform)
+
 # %% ../nbs/03_data.ipynb #6d1a4bfd
 class Pix2pixDL(TfmdDL):
     "`TfmdDL` whose batches go to the device with a non-blocking copy (from pinned memory on CUDA)"
