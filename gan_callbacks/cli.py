@@ -10,7 +10,7 @@ from pathlib import Path
 import torch
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
-from PIL import Image
+from PIL import Image, ImageDraw
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.callback.progress import CSVLogger
@@ -21,9 +21,9 @@ from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 
 # %% auto #0
-__all__ = ['to_pil', 'from_pil', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1', 'input_l1',
-           'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'train', 'not_an_export', 'translate',
-           'resume_command', 'main']
+__all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1',
+           'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'train', 'not_an_export',
+           'translate', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -39,15 +39,31 @@ def from_pil(im, ch=3):
 # %% ../nbs/06_cli.ipynb #aaa838f0
 def _rgb(t): return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
 
-def image_grid(rows, pad=2):
-    "A PIL image of `rows`, each a list of (C, H, W) tensors in [-1, 1] of one size, side by side"
-    rows = [torch.cat([torch.nn.functional.pad(_rgb(t.float().cpu()), (pad,)*4, value=1.) for t in r], 2) for r in rows]
-    return to_pil(torch.cat(rows, 1))
+_line = 16   # pixels per line of text above a grid
+
+def display_scale(h, size=128):
+    "The whole factor that brings images `h` pixels high to about `size` for viewing (1 if they are that large)"
+    return max(1, size // h)
+
+def image_grid(rows, pad=2, labels=None, title=None, scale=1):
+    "A PIL image of `rows`, lists of (C, H, W) tensors in [-1, 1] of one size side by side, `scale` times larger, under `title` and column `labels`"
+    ims = [[to_pil(_rgb(t.float().cpu())) for t in r] for r in rows]
+    w, h = ims[0][0].width * scale, ims[0][0].height * scale   # enlarged pixel for pixel (nearest): nothing made up
+    top = _line * ((title is not None) + (labels is not None))
+    grid = Image.new('RGB', ((w + 2*pad) * len(ims[0]), top + (h + 2*pad) * len(ims)), 'white')
+    draw = ImageDraw.Draw(grid)
+    if title is not None: draw.text((pad, 2), title, fill='black')
+    for j, l in enumerate(labels or []): draw.text((j * (w + 2*pad) + pad, top - _line + 2), l, fill='black')
+    for i, r in enumerate(ims):
+        for j, im in enumerate(r): grid.paste(im.resize((w, h), Image.Resampling.NEAREST), (j * (w + 2*pad) + pad, top + i * (h + 2*pad) + pad))
+    return grid
 
 class SampleGrid(Callback):
-    "After every epoch, write `path/fname` with the first `n` validation pairs as rows of A | output | B"
+    "After every epoch, write `path/fname` with the first `n` validation pairs as rows of input | output | target, titled"
     order, run_valid = 65, False
-    def __init__(self, path='.', n=4, fname='samples_epoch{epoch:03d}.png'): store_attr()
+    def __init__(self, path='.', n=8, fname='samples_epoch{epoch:03d}.png',
+                 size=128): # smaller images are enlarged (a whole factor, nearest) to about this height
+        store_attr()
 
     def before_fit(self):
         xs, ys = [], []
@@ -72,11 +88,18 @@ class SampleGrid(Callback):
     def before_epoch(self): self.skipped = False
     def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid
 
+    def title(self):
+        "The epoch, counted from 1, and its validation loss if there is one"
+        names, log = self.recorder.metric_names, self.recorder.log
+        v = log[names.index('valid_loss')] if 'valid_loss' in names and len(log) > names.index('valid_loss') else None
+        return f"after epoch {self.epoch + 1} of {self.n_epoch}" + (f" (valid loss {v:.4f})" if isinstance(v, float) else '')
+
     def after_epoch(self):
         if self.skipped: return
         out = self.predict()
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
-        image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)]).save(fn)
+        image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=('input', 'output', 'target'),
+                   title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
         self.files.append(fn)
 
 # %% ../nbs/06_cli.ipynb #36bf2fa7
@@ -177,7 +200,7 @@ def interruptible(learn, ckpt):
 
 def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned',
-          test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=4, seed=None):
+          test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=8, seed=None):
     "Train pix2pix on folder `data` (or the built-in sample) and write log, curves, sample grids and the generator to `out`"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
@@ -218,7 +241,7 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     print(f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; "
           f"predicting the mean training image: {summary['mean_image_l1']:.4f}{copy}")
     print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
-          f"  {grid.files[-1].name}  validation examples, A | output | B (one per epoch)\n"
+          f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
           f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1 figures\n"
           f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn

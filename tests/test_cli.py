@@ -36,7 +36,7 @@ def test_train_writes_everything(trained):
     assert s['final_valid_l1'] == pytest.approx(float(rows[-1]['valid_loss']), rel=1e-5)
     assert 0 < s['mean_image_l1'] < 2
     grid = Image.open(trained/'samples_epoch001.png')
-    assert grid.size == (3*(32+4), 2*(32+4))   # 3 columns (A | output | B), 2 examples, 2px padding
+    assert grid.size == (3*(128+4), 2*16 + 2*(128+4))   # 3 columns (input | output | target), 2 examples of 32px shown 4x, 2 lines of text
     assert Image.open(trained/'losses.png').size[0] > 300
 
 
@@ -108,6 +108,32 @@ def test_console_script_exit_code(tmp_path):
 def test_image_grid_shapes():
     g = image_grid([[torch.zeros(1, 8, 8), torch.ones(3, 8, 8), -torch.ones(3, 8, 8)]], pad=1)
     assert g.size == (30, 10) and g.mode == 'RGB'
+
+
+def test_image_grid_labels_title_and_scale():
+    import numpy as np
+    from gan_callbacks.cli import display_scale
+    assert [display_scale(h) for h in (32, 64, 100, 128, 256)] == [4, 2, 1, 1, 1]
+    t = torch.rand(3, 8, 8)*2-1
+    g = np.asarray(image_grid([[t, -t, t]]*2, pad=1, labels=('input', 'output', 'target'), title='epoch 1', scale=4))
+    assert g.shape == (2*16 + 2*34, 3*34, 3)
+    text = g[:32] < 128                      # dark pixels: the title on the first line, a label over each column
+    assert text[:16, :34].any() and not text[:16, 90:].any()
+    assert all(text[16:32, j*34:(j+1)*34].any() for j in range(3))
+    img = g[32+1:32+33, 1:33]                  # the first image, enlarged pixel for pixel
+    small = np.asarray(image_grid([[t]], pad=0))
+    assert (img == small.repeat(4, 0).repeat(4, 1)).all()
+
+
+def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
+    import numpy as np
+    rows = list(csv.DictReader(open(trained/'history.csv')))
+    from gan_callbacks.cli import SampleGrid
+    from types import SimpleNamespace
+    g = SampleGrid()
+    rec = SimpleNamespace(metric_names=['epoch', 'train_loss', 'valid_loss', 'time'], log=[1, 0.5, float(rows[1]['valid_loss']), '00:01'])
+    g.learn = SimpleNamespace(recorder=rec, epoch=1, n_epoch=2)
+    assert g.title() == f"after epoch 2 of 2 (valid loss {float(rows[1]['valid_loss']):.4f})"
 
 
 def test_speed_options_reach_the_trainer(tiny, tmp_path):
