@@ -275,6 +275,7 @@ def make_pair(photo, box=None, size=128, kind='colorize'):
     return res
 
 # %% ../nbs/03_data.ipynb #2f93a2dd
+import sys
 def gan_callbacks_home():
     "Folder for `gan_callbacks`' cached files: `$GAN_CALLBACKS_HOME`, or `~/.cache/gan_callbacks`"
     return Path(os.environ.get('GAN_CALLBACKS_HOME') or '~/.cache/gan_callbacks').expanduser()
@@ -309,7 +310,7 @@ def _write_sample(path, kind, size, n_train, n_valid, seed, min_scale=0.3, **kwa
             jobs.append((path/split/f'{i:04d}.png', small[k], (box[0]*sx, box[1]*sy, box[2]*sx, box[3]*sy)))
             rows.append(f'{split},{i:04d}.png,{sample_photos[k]},{box[0]},{box[1]},{box[2]-box[0]}')
     parallel(_write_pair, jobs, size=size, kind=kind, threadpool=True, n_workers=min(4, defaults.cpus),
-             progress=len(jobs) >= 100)
+             progress=len(jobs) >= 100 and sys.stdout.isatty())   # no bar frames in a log file
     (path/'pairs.csv').write_text('\n'.join(rows) + '\n')
 
 def _replace_dir(src, dst):
