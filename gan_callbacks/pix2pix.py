@@ -352,7 +352,7 @@ class SyncFreeProgressCallback(ProgressCallback):
         owner = getattr(prev, '__self__', None)
         if owner in cbs[:cbs.index(self)]:
             # loggers set up first (e.g. a `CSVLogger` given to the `Learner`) end their chain in `print`: end it in the table
-            for cb in cbs: 
+            for cb in cbs:
                 if getattr(cb, 'old_logger', None) is print: cb.old_logger = self._write_stats
             self.old_logger = self._base = print
             return
