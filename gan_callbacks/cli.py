@@ -4,25 +4,27 @@
 
 # %% ../nbs/06_cli.ipynb #f79888ae
 from __future__ import annotations
-import argparse, json, sys, time, warnings
+import argparse, json, math, shlex, sys, time, warnings
+from contextlib import contextmanager
 from pathlib import Path
 import torch
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
-from PIL import Image
+from PIL import Image, ImageDraw
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.callback.progress import CSVLogger
 from fastai.learner import load_learner
 from .models import UnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
-from .checkpoint import GANCheckpoint
+from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 from .metrics import PSNR, SSIM, evaluate, baseline_scores
 
 # %% auto #0
-__all__ = ['to_pil', 'from_pil', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1', 'input_l1',
-           'CLIError', 'train', 'translate', 'evaluate_cmd', 'main']
+__all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1',
+           'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'train', 'not_an_export',
+           'translate', 'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -38,15 +40,31 @@ def from_pil(im, ch=3):
 # %% ../nbs/06_cli.ipynb #aaa838f0
 def _rgb(t): return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
 
-def image_grid(rows, pad=2):
-    "A PIL image of `rows`, each a list of (C, H, W) tensors in [-1, 1] of one size, side by side"
-    rows = [torch.cat([torch.nn.functional.pad(_rgb(t.float().cpu()), (pad,)*4, value=1.) for t in r], 2) for r in rows]
-    return to_pil(torch.cat(rows, 1))
+_line = 16   # pixels per line of text above a grid
+
+def display_scale(h, size=128):
+    "The whole factor that brings images `h` pixels high to about `size` for viewing (1 if they are that large)"
+    return max(1, size // h)
+
+def image_grid(rows, pad=2, labels=None, title=None, scale=1):
+    "A PIL image of `rows`, lists of (C, H, W) tensors in [-1, 1] of one size side by side, `scale` times larger, under `title` and column `labels`"
+    ims = [[to_pil(_rgb(t.float().cpu())) for t in r] for r in rows]
+    w, h = ims[0][0].width * scale, ims[0][0].height * scale   # enlarged pixel for pixel (nearest): nothing made up
+    top = _line * ((title is not None) + (labels is not None))
+    grid = Image.new('RGB', ((w + 2*pad) * len(ims[0]), top + (h + 2*pad) * len(ims)), 'white')
+    draw = ImageDraw.Draw(grid)
+    if title is not None: draw.text((pad, 2), title, fill='black')
+    for j, l in enumerate(labels or []): draw.text((j * (w + 2*pad) + pad, top - _line + 2), l, fill='black')
+    for i, r in enumerate(ims):
+        for j, im in enumerate(r): grid.paste(im.resize((w, h), Image.Resampling.NEAREST), (j * (w + 2*pad) + pad, top + i * (h + 2*pad) + pad))
+    return grid
 
 class SampleGrid(Callback):
-    "After every epoch, write `path/fname` with the first `n` validation pairs as rows of A | output | B"
+    "After every epoch, write `path/fname` with the first `n` validation pairs as rows of input | output | target, titled"
     order, run_valid = 65, False
-    def __init__(self, path='.', n=4, fname='samples_epoch{epoch:03d}.png'): store_attr()
+    def __init__(self, path='.', n=8, fname='samples_epoch{epoch:03d}.png',
+                 size=128): # smaller images are enlarged (a whole factor, nearest) to about this height
+        store_attr()
 
     def before_fit(self):
         xs, ys = [], []
@@ -71,11 +89,18 @@ class SampleGrid(Callback):
     def before_epoch(self): self.skipped = False
     def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid
 
+    def title(self):
+        "The epoch, counted from 1, and its validation loss if there is one"
+        names, log = self.recorder.metric_names, self.recorder.log
+        v = log[names.index('valid_loss')] if 'valid_loss' in names and len(log) > names.index('valid_loss') else None
+        return f"after epoch {self.epoch + 1} of {self.n_epoch}" + (f" (valid loss {v:.4f})" if isinstance(v, float) else '')
+
     def after_epoch(self):
         if self.skipped: return
         out = self.predict()
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
-        image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)]).save(fn)
+        image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=('input', 'output', 'target'),
+                   title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
         self.files.append(fn)
 
 # %% ../nbs/06_cli.ipynb #36bf2fa7
@@ -142,15 +167,46 @@ def _out_dir(out):
     except OSError as e: raise CLIError(f"cannot create --out {out}: {e}")
     return out
 
+def check_numbers(epochs, epochs_decay, bs, load_size, crop_size, lr, ngf, lambda_l1, n_samples, seed):
+    "Refuse, naming the argument, numbers that cannot make a run: before anything is built or trained"
+    for name, v in (('--lr', lr), ('--lambda-l1', lambda_l1)):
+        if not math.isfinite(v): raise CLIError(f"{name} must be a finite number, got {v}")
+    if lr <= 0: raise CLIError(f"--lr must be positive, got {lr}")
+    if lambda_l1 < 0: raise CLIError(f"--lambda-l1 must be >= 0, got {lambda_l1}")
+    if min(epochs, epochs_decay) < 0 or epochs + epochs_decay < 1: raise CLIError("--epochs and --epochs-decay must be >= 0, and not both 0")
+    for name, v in (('--bs', bs), ('--ngf', ngf), ('--n-samples', n_samples), ('--crop-size', crop_size)):
+        if v < 1: raise CLIError(f"{name} must be at least 1, got {v}")
+    if load_size < crop_size: raise CLIError(f"--load-size ({load_size}) must be at least --crop-size ({crop_size})")
+    if unet_depth(crop_size) < 5:
+        raise CLIError(f"--crop-size must be a multiple of 32 (the U-Net halves it at least 5 times), got {crop_size}: "
+                       f"use e.g. {max(32, crop_size // 32 * 32)}")
+    if seed is not None and not 0 <= seed < 2**32: raise CLIError(f"--seed must be in [0, 2**32), got {seed}")
+
+class Interrupted(Exception):
+    "Ctrl-C: what was kept, and the checkpoint to resume from (if any)"
+    def __init__(self, msg, resume=None): super().__init__(msg); self.resume = resume
+
+@contextmanager
+def interruptible(learn, ckpt):
+    "Turn Ctrl-C during the fit into `Interrupted`, naming the file `GANCheckpoint` `ckpt` saved the state to"
+    start = time.time()
+    try: yield
+    except KeyboardInterrupt:
+        ckpt.learn = learn   # `fit` has detached it
+        f = ckpt.interrupted_file
+        where = f"training interrupted in epoch {getattr(learn, 'epoch', 0) + 1} of {getattr(learn, 'n_epoch', '?')}"
+        if f.is_file() and f.stat().st_mtime >= start: raise Interrupted(f"{where}; state saved to {f}", f) from None
+        last = find_checkpoint(learn, ckpt.fname)   # nothing saved now (e.g. weights not finite): the last finished epoch
+        raise Interrupted(f"{where}; nothing saved" + (f", the last finished epoch is in {last}" if last else ''), last and True) from None
+
 def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned',
-          test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=4, seed=None):
+          test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=8, seed=None):
     "Train pix2pix on folder `data` (or the built-in sample) and write log, curves, sample grids and the generator to `out`"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
-    if min(epochs, epochs_decay) < 0 or epochs + epochs_decay < 1: raise CLIError("--epochs and --epochs-decay must be >= 0, and not both 0")
-    if bs < 1: raise CLIError(f"--bs must be at least 1, got {bs}")
-    if lr <= 0: raise CLIError(f"--lr must be positive, got {lr}")
+    check_numbers(epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size, crop_size=crop_size, lr=lr,
+                  ngf=ngf, lambda_l1=lambda_l1, n_samples=n_samples, seed=seed)
     out = _out_dir(out)
     if seed is not None:
         from fastai.torch_core import set_seed
@@ -171,10 +227,11 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
         if torch.device(dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
         learn.to_fp16()
     grid = SampleGrid(out, n=n_samples)
-    cbs = [CSVLogger(fname='history.csv'), grid, GANCheckpoint(resume=resume)]
+    ckpt = GANCheckpoint(resume=resume)
+    cbs = [CSVLogger(fname='history.csv'), grid, ckpt]
     print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
           f"U-Net depth {depth}, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
-    learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
+    with interruptible(learn, ckpt): learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
     plot_training(learn, out/'losses.png')
     learn.export('generator.pkl')
     vals = [v[1] for v in learn.recorder.values]
@@ -191,13 +248,25 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
           f"{summary['mean_image_psnr']:.2f} dB / {summary['mean_image_ssim']:.4f}" + ('' if 'input_psnr' not in summary else
           f"; the input: {summary['input_psnr']:.2f} dB / {summary['input_ssim']:.4f}"))
     print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
-          f"  {grid.files[-1].name}  validation examples, A | output | B (one per epoch)\n"
+          f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
           f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1, PSNR and SSIM figures\n"
           f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn
 
 # %% ../nbs/06_cli.ipynb #dbac598c
 _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
+
+def not_an_export(fn, e):
+    "Why file `fn` is not a `Learner` exported with `learn.export` (loading it raised `e`), and what to pass instead"
+    try: obj = torch.load(fn, map_location='cpu', weights_only=True)
+    except Exception: obj = None
+    instead = "pass the generator.pkl that `gan_callbacks train` writes in its --out folder (`learn.export()`)"
+    if isinstance(obj, dict) and str(obj.get('format', '')).startswith('gan_callbacks.checkpoint'):
+        return (f"this is a training checkpoint written by GANCheckpoint (weights and optimizer states to resume training "
+                f"with `train --resume`), not an exported generator: {instead}")
+    if isinstance(obj, dict) and obj and all(torch.is_tensor(v) for v in obj.values()):
+        return f"this is a state dict (a network's weights only, no data pipeline), not an exported generator: {instead}"
+    return f"cannot load it as an exported generator ({type(e).__name__}: {e}): {instead}"
 
 def translate(model, input, output, aligned=False):
     "Translate image file `input`, or every image in folder `input`, with exported generator `model`, into folder `output`"
@@ -208,10 +277,11 @@ def translate(model, input, output, aligned=False):
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
     output = _out_dir(output)
     try: learn = load_learner(model, cpu=not torch.cuda.is_available())
-    except Exception as e: raise CLIError(f"--model {model}: cannot load it ({type(e).__name__}: {e})")
-    for f in files:
+    except Exception as e: raise CLIError(f"--model {model}: {not_an_export(model, e)}")
+    for i, f in enumerate(files):
         try: im = translate_image(learn, f, aligned=aligned)
         except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
+        except KeyboardInterrupt: raise Interrupted(f"interrupted after {i} of {len(files)} image(s), written to {output}/") from None
         im.save(output/f.name)
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
@@ -247,9 +317,10 @@ def _parser():
                    help="how G runs on validation and translation: 'paper' (dropout on, batch statistics) or 'eval'")
     t.add_argument('--channels-last', action='store_true', help='G, D and batches in channels_last memory format')
     t.add_argument('--compile', action='store_true', help="torch.compile G's and D's forward (a slow first epoch)")
-    t.add_argument('--n-samples', type=int, default=4, help='validation examples in the per-epoch grid')
+    t.add_argument('--n-samples', type=int, default=8, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None)
-    t.add_argument('--resume', action='store_true', help='continue from the last checkpoint in --out')
+    t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
+                   help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='generator.pkl written by train')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
@@ -267,10 +338,25 @@ def _parser():
     e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
     return p
 
+def resume_command(argv, ckpt):
+    "The command line `argv` (a `train` command's arguments) that resumes from checkpoint `ckpt`, quoted for a shell"
+    res, skip = [], False
+    for a in map(str, argv):
+        if skip and not a.startswith('-'): skip = False; continue
+        opt = a.split('=')[0]
+        skip = len(opt) > 4 and '--resume'.startswith(opt)   # `--resume [FILE]`, as argparse takes it (prefixes too)
+        if not skip: res.append(a)
+    return shlex.join(['gan_callbacks', *res, '--resume', *([] if ckpt is True else [str(ckpt)])])
+
 def main(argv=None):
     "Entry point of the `gan_callbacks` console script"
     p = _parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
     try: dict(train=train, translate=translate, evaluate=evaluate_cmd)[cmd](**args)
     except CLIError as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
+    except Interrupted as e:   # Ctrl-C: one line, and the shell's exit code for SIGINT
+        hint = f"; resume with: {resume_command(argv, e.resume)}" if e.resume else ''
+        p.exit(130, f"gan_callbacks {cmd}: {e}{hint}\n")
+    except KeyboardInterrupt: p.exit(130, f"gan_callbacks {cmd}: interrupted\n")

@@ -138,13 +138,12 @@ def get_pairs(folder, layout='aligned'):
 
 # %% ../nbs/03_data.ipynb #8558ff30
 def check_images(fns, aligned=True):
-    "Check every image file in `fns` can be read and, if `aligned`, is an A|B pair twice as wide as high"
+    "Check every image file in `fns` can be read and, if `aligned`, is wide enough to split into A and B halves"
     for fn in fns:
         try:
             with Image.open(fn) as im: w,h = im.size; im.verify()
         except Exception as e: raise ValueError(f"Cannot read image {fn}: {e}") from e
-        if aligned and (w%2 or w!=2*h):
-            raise ValueError(f"{fn} is {w}x{h}: an aligned A|B image must be twice as wide as high (two square halves)")
+        if aligned and w < 2: raise ValueError(f"{fn} is {w}x{h}: an aligned A|B image needs at least 2 columns, A's and B's")
 
 # %% ../nbs/03_data.ipynb #b2ab17d0
 class ToImage(Transform):
@@ -152,6 +151,27 @@ class ToImage(Transform):
     _retain = False
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im): return self.cls.create(im)
+
+# %% ../nbs/03_data.ipynb #207db54a
+import copyreg
+
+def _impls(f):
+    "The functions registered in plum `Function` `f` (the callables fastai wrapped, where it had to wrap them)"
+    res = []
+    for m in f.methods:
+        g = m.implementation
+        if g.__qualname__.endswith('Transform.__init__.<locals>.wrapped_enc'): g = g.__closure__[0].cell_contents
+        res.append(g)
+    return res
+
+def _reduce_transform(t):
+    "Pickle a `Transform` made from functions by those functions: plum's `Function` around them holds a lock, which pickle refuses"
+    d = t.__dict__
+    if 'encodes' not in d and 'decodes' not in d: return t.__reduce_ex__(4)   # as always
+    state = {k: v for k, v in d.items() if k not in ('encodes', 'decodes')}
+    return type(t), tuple(_impls(d[k]) if k in d else None for k in ('encodes', 'decodes')), state
+
+copyreg.pickle(Transform, _reduce_transform)
 
 # %% ../nbs/03_data.ipynb #6d1a4bfd
 class Pix2pixDL(TfmdDL):
@@ -314,6 +334,7 @@ def make_pair(photo, box=None, size=128, kind='colorize'):
     return res
 
 # %% ../nbs/03_data.ipynb #2f93a2dd
+import sys
 def gan_callbacks_home():
     "Folder for `gan_callbacks`' cached files: `$GAN_CALLBACKS_HOME`, or `~/.cache/gan_callbacks`"
     return Path(os.environ.get('GAN_CALLBACKS_HOME') or '~/.cache/gan_callbacks').expanduser()
@@ -347,7 +368,7 @@ def _sample_crops(path, folders, size, min_scale=0.3):
             sx,sy = small[k].width/photos[k].width,small[k].height/photos[k].height
             jobs.append((path/name/f'{i:04d}.png', small[k], (box[0]*sx, box[1]*sy, box[2]*sx, box[3]*sy), make))
             rows.append(f'{name},{i:04d}.png,{sample_photos[k]},{box[0]},{box[1]},{box[2]-box[0]}')
-    parallel(_save, jobs, size=size, threadpool=True, n_workers=min(4, defaults.cpus), progress=len(jobs) >= 100)
+    parallel(_save, jobs, size=size, threadpool=True, n_workers=min(4, defaults.cpus), progress=len(jobs) >= 100 and sys.stdout.isatty())   # no bar frames in a log file
     return rows
 
 def _write_sample(path, kind, size, n_train, n_valid, seed, min_scale=0.3, **kwargs):

@@ -369,11 +369,70 @@ def plot_losses(self:AdversarialTrainer, ax=None):
     return axs
 
 # %% ../nbs/04a_gan.ipynb #f05a921d
+import sys
+from fastcore.basics import noop
+from fastcore.imports import IN_NOTEBOOK
+from fastai.callback.progress import master_bar
+
+class _TableLines:
+    "Stands in for fastprogress's master bar where bars cannot be drawn: prints the table's header and rows, a line each"
+    def __init__(self): self.widths = None
+    def write(self, line, table=False):
+        if table and self.widths is None: self.widths = [max(8, len(o)) for o in line]
+        if table: line = '  '.join(o.ljust(w) for o, w in zip(line, self.widths)).rstrip()
+        print(line, flush=True)
+    def update(self, val): pass
+    def on_iter_end(self): pass
+
+def _can_draw_bars(): return IN_NOTEBOOK or sys.stdout.isatty()
+
 class SyncFreeProgressCallback(ProgressCallback):
-    "fastai's progress bars, reading the smoothed loss for the bar every `every` training batches instead of every batch"
+    "fastai's progress bars and table, reading the smoothed loss for the bar every `every` training batches instead of every batch"
     name = 'progress'   # `learn.progress` as with fastai's, so `learn.no_bar()` works
-    def __init__(self, every:int=20): self.every = every
+    def __init__(self, every:int=20, # training batches between two reads of the smoothed loss
+                 bars:bool|None=None): # `False`: only the table, a line per epoch; `None`: bars on a terminal or in a notebook
+        store_attr()
+
+    def before_fit(self):
+        "As fastai's, but with the table at the end of `learn.logger`'s chain, whichever logging callback sets up first"
+        assert hasattr(self.learn, 'recorder')
+        self.show, self._next = _can_draw_bars() if self.bars is None else self.bars, noop
+        if self.create_mbar: self.mbar = master_bar(list(range(self.n_epoch))) if self.show else _TableLines()
+        prev, cbs = self.learn.logger, list(self.learn.cbs.sorted('order'))
+        self.old_logger = self._base = prev
+        if prev is noop: return
+        self._write_stats(self.recorder.metric_names)
+        owner = getattr(prev, '__self__', None)
+        if owner in cbs[:cbs.index(self)]:
+            # loggers set up first (e.g. a `CSVLogger` given to the `Learner`) end their chain in `print`: end it in the table
+            for cb in cbs:
+                if getattr(cb, 'old_logger', None) is print: cb.old_logger = self._write_stats
+            self.old_logger = self._base = print
+            return
+        if prev is print or owner in cbs: self._base = print   # `owner` after this one: a leftover of the last fit
+        else: self._next = prev                                # a logger function of the user's gets the rows too
+        self.learn.logger = self._write_stats
+
+    def _write_stats(self, log):
+        super()._write_stats(log)
+        self._next(log)
+
+    def after_fit(self):
+        "Close the bars; `learn.logger` goes back to what it was, also once the logging callbacks after this one undo theirs"
+        super().after_fit()
+        if not hasattr(self, '_base'): return
+        self.learn.logger = self._base
+        for cb in self.learn.cbs:
+            if cb is not self and hasattr(cb, 'old_logger'): cb.old_logger = self._base
+
+    def _launch_pbar(self):
+        if self.show: super()._launch_pbar()
+    def after_train(self):
+        if self.show: super().after_train()
+    def after_validate(self):
+        if self.show: super().after_validate()
     def after_batch(self):
+        if not self.show: return
         self.pbar.update(self.iter+1)
         if hasattr(self, 'smooth_loss') and self.training and (self.iter+1) % self.every == 0:
             self.pbar.comment = f'{self.smooth_loss.item():.4f}'   # the one host sync, every `every` batches

@@ -36,7 +36,7 @@ def test_train_writes_everything(trained):
     assert s['final_valid_l1'] == pytest.approx(float(rows[-1]['valid_loss']), rel=1e-5)
     assert 0 < s['mean_image_l1'] < 2
     grid = Image.open(trained/'samples_epoch001.png')
-    assert grid.size == (3*(32+4), 2*(32+4))   # 3 columns (A | output | B), 2 examples, 2px padding
+    assert grid.size == (3*(128+4), 2*16 + 2*(128+4))   # 3 columns (input | output | target), 2 examples of 32px shown 4x, 2 lines of text
     assert Image.open(trained/'losses.png').size[0] > 300
 
 
@@ -93,9 +93,9 @@ def test_out_is_a_file(tiny, tmp_path, capsys):
 
 def test_bad_data_exit_2(tmp_path, capsys):
     (tmp_path/'train').mkdir()
-    Image.new('RGB', (30, 16)).save(tmp_path/'train'/'odd.png')
+    (tmp_path/'train'/'broken.png').write_bytes(b'not a png')
     assert run(['train', '--data', tmp_path, '--out', tmp_path/'o', '--crop-size', 32, '--load-size', 36]) == 2
-    assert 'odd.png' in capsys.readouterr().err
+    assert 'broken.png' in capsys.readouterr().err
 
 
 def test_console_script_exit_code(tmp_path):
@@ -110,6 +110,32 @@ def test_image_grid_shapes():
     assert g.size == (30, 10) and g.mode == 'RGB'
 
 
+def test_image_grid_labels_title_and_scale():
+    import numpy as np
+    from gan_callbacks.cli import display_scale
+    assert [display_scale(h) for h in (32, 64, 100, 128, 256)] == [4, 2, 1, 1, 1]
+    t = torch.rand(3, 8, 8)*2-1
+    g = np.asarray(image_grid([[t, -t, t]]*2, pad=1, labels=('input', 'output', 'target'), title='epoch 1', scale=4))
+    assert g.shape == (2*16 + 2*34, 3*34, 3)
+    text = g[:32] < 128                      # dark pixels: the title on the first line, a label over each column
+    assert text[:16, :34].any() and not text[:16, 90:].any()
+    assert all(text[16:32, j*34:(j+1)*34].any() for j in range(3))
+    img = g[32+1:32+33, 1:33]                  # the first image, enlarged pixel for pixel
+    small = np.asarray(image_grid([[t]], pad=0))
+    assert (img == small.repeat(4, 0).repeat(4, 1)).all()
+
+
+def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
+    import numpy as np
+    rows = list(csv.DictReader(open(trained/'history.csv')))
+    from gan_callbacks.cli import SampleGrid
+    from types import SimpleNamespace
+    g = SampleGrid()
+    rec = SimpleNamespace(metric_names=['epoch', 'train_loss', 'valid_loss', 'time'], log=[1, 0.5, float(rows[1]['valid_loss']), '00:01'])
+    g.learn = SimpleNamespace(recorder=rec, epoch=1, n_epoch=2)
+    assert g.title() == f"after epoch 2 of 2 (valid loss {float(rows[1]['valid_loss']):.4f})"
+
+
 def test_speed_options_reach_the_trainer(tiny, tmp_path):
     from gan_callbacks.cli import _parser, train
     args = vars(_parser().parse_args(['train', '--sample', '--channels-last', '--compile']))
@@ -120,3 +146,98 @@ def test_speed_options_reach_the_trainer(tiny, tmp_path):
     assert t.channels_last and not t.compile
     conv = next(m for m in learn.model.modules() if isinstance(m, torch.nn.Conv2d))
     assert conv.weight.is_contiguous(memory_format=torch.channels_last)
+
+
+@pytest.mark.parametrize('argv,msg', [
+    (['--lr', 'nan'], '--lr must be a finite number, got nan'),
+    (['--lr', 'inf'], '--lr must be a finite number, got inf'),
+    (['--lr', '0'], '--lr must be positive, got 0.0'),
+    (['--lr=-1e-3'], '--lr must be positive'),
+    (['--lambda-l1', 'nan'], '--lambda-l1 must be a finite number'),
+    (['--epochs', '-1'], '--epochs and --epochs-decay must be >= 0'),
+    (['--ngf', '0'], '--ngf must be at least 1, got 0'),
+    (['--n-samples', '0'], '--n-samples must be at least 1'),
+    (['--crop-size', '48', '--load-size', '56'], '--crop-size must be a multiple of 32'),
+    (['--crop-size', '64', '--load-size', '32'], '--load-size (32) must be at least --crop-size (64)'),
+    (['--seed', '-1'], '--seed must be in'),
+])
+def test_bad_numbers_exit_2_before_anything_starts(argv, msg, tmp_path, capsys):
+    out = tmp_path/'out'
+    assert run(['train', '--sample', '--out', out] + argv) == 2
+    assert msg in capsys.readouterr().err
+    assert not out.exists()
+
+
+def test_translate_a_checkpoint_says_what_to_pass(trained, tmp_path, capsys):
+    ck = next((trained/'checkpoints').glob('gan_epoch*.pth'))
+    assert run(['translate', '--model', ck, '--input', trained/'samples_epoch000.png', '--output', tmp_path/'t']) == 2
+    err = capsys.readouterr().err
+    assert 'training checkpoint written by GANCheckpoint' in err and 'generator.pkl' in err
+    sd = tmp_path/'latest_net_G.pth'
+    torch.save(torch.nn.Conv2d(3, 3, 1).state_dict(), sd)
+    assert run(['translate', '--model', sd, '--input', trained/'samples_epoch000.png', '--output', tmp_path/'t']) == 2
+    err = capsys.readouterr().err
+    assert 'state dict' in err and 'generator.pkl' in err
+
+
+def test_ctrl_c_in_translate_exits_130(trained, tiny, tmp_path, capsys, monkeypatch):
+    import gan_callbacks.cli as cli
+    calls = []
+    def translate_image(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2: raise KeyboardInterrupt
+        return Image.new('RGB', (8, 8))
+    monkeypatch.setattr(cli, 'translate_image', translate_image)
+    assert run(['translate', '--model', trained/'generator.pkl', '--input', tiny/'val', '--output', tmp_path/'t', '--aligned']) == 130
+    err = capsys.readouterr().err
+    assert err.strip().splitlines() == [f"gan_callbacks translate: interrupted after 1 of 2 image(s), written to {tmp_path/'t'}/"]
+
+
+def test_resume_command():
+    from gan_callbacks.cli import resume_command
+    argv = ['train', '--data', 'my data', '--resume', 'old.pth', '--epochs', '3', '--resume', '--bs=2', '--resume=x']
+    assert resume_command(argv, 'o/c/gan_interrupted.pth') == \
+        "gan_callbacks train --data 'my data' --epochs 3 --bs=2 --resume o/c/gan_interrupted.pth"
+    assert resume_command(['train', '--sample'], True) == 'gan_callbacks train --sample --resume'
+
+
+def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tiny, tmp_path):
+    "A run with stdout sent to a file: a line per epoch, no bars; SIGINT mid-fit: one line, exit 130, a loadable checkpoint"
+    import shlex, signal, time
+    from gan_callbacks.cli import _parser
+    from gan_callbacks.checkpoint import load_checkpoint
+    from gan_callbacks.data import Pix2pixDataLoaders
+    from gan_callbacks.models import UnetGenerator
+    from gan_callbacks.pix2pix import pix2pix_learner
+    out, log = tmp_path/'run', tmp_path/'run.log'
+    argv = ['train', '--data', str(tiny), '--out', str(out), '--epochs', '50', '--epochs-decay', '0', '--bs', '1',
+            '--load-size', '36', '--crop-size', '32', '--ngf', '8', '--n-samples', '1']
+    exe = Path(sys.executable).parent/'gan_callbacks'
+    with open(log, 'w') as f:
+        p = subprocess.Popen([str(exe), *argv], stdout=f, stderr=subprocess.PIPE, text=True)
+        try:
+            t0 = time.time()   # the first epoch done (and checkpointed): the second one is under way
+            while not (out/'checkpoints'/'gan_epoch0.pth').exists() and p.poll() is None and time.time() - t0 < 300: time.sleep(0.1)
+            time.sleep(0.3)
+            p.send_signal(signal.SIGINT)
+            _, err = p.communicate(timeout=300)
+        finally:
+            if p.poll() is None: p.kill()
+    assert p.returncode == 130, err
+    assert 'Traceback' not in err
+    last = err.strip().splitlines()[-1]
+    saved = out/'checkpoints'/'gan_interrupted.pth'
+    assert last.startswith('gan_callbacks train: training interrupted in epoch ') and f'state saved to {saved}' in last
+    cmd = shlex.split(last.split('resume with: ')[1])
+    assert cmd == ['gan_callbacks', *argv, '--resume', str(saved)]
+    assert vars(_parser().parse_args(cmd[1:]))['resume'] == str(saved)
+    text = log.read_text()
+    assert '\r' not in text
+    lines = text.splitlines()
+    assert lines[0].startswith('Training on') and lines[1].split()[:3] == ['epoch', 'train_loss', 'valid_loss']
+    rows = lines[2:]
+    assert len(rows) >= 1 and [r.split()[0] for r in rows] == [str(i) for i in range(len(rows))]
+    dls = Pix2pixDataLoaders.from_folder(tiny, load_size=36, crop_size=32, bs=1)
+    learn = pix2pix_learner(dls, generator=UnetGenerator(num_downs=5, ngf=8), path=out, model_dir='checkpoints')
+    ck = load_checkpoint(learn, saved)
+    assert ck['interrupted'] is not None and ck['epoch'] == len(rows) - 1

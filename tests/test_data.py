@@ -208,11 +208,26 @@ def test_duplicate_stems(tmp_path):
     save_ab(tmp_path/'train'/'A'/'a.jpg', noise(4, 2), noise(4, 2))
     with pytest.raises(ValueError, match=r"Two images named 'a'"): Pix2pixDataLoaders.from_folder(tmp_path, layout='separate')
 
-@pytest.mark.parametrize('w,h', [(9, 4), (12, 4), (8, 8)])
-def test_aligned_size(tmp_path, w, h):
+def test_too_narrow_to_split(tmp_path):
     make_aligned(tmp_path)
-    Image.new('RGB', (w, h)).save(tmp_path/'train'/'weird.png')
-    with pytest.raises(ValueError, match=rf'weird\.png is {w}x{h}.*twice as wide'): Pix2pixDataLoaders.from_folder(tmp_path)
+    Image.new('RGB', (1, 4)).save(tmp_path/'train'/'thin.png')
+    with pytest.raises(ValueError, match=r'thin\.png is 1x4.*at least 2 columns'): Pix2pixDataLoaders.from_folder(tmp_path)
+
+@pytest.mark.parametrize('w,h', [(48, 16), (9, 4), (8, 8)])
+def test_halves_need_not_be_square(tmp_path, w, h):
+    "As the reference: split at half the width (the right half gets an odd column), resize each half to a square"
+    for split, n in (('train', 2), ('val', 2)):
+        for i in range(n):
+            (tmp_path/split).mkdir(exist_ok=True)
+            Image.fromarray(noise(h, w, seed=i)).save(tmp_path/split/f'{i}.png')
+    dls = Pix2pixDataLoaders.from_folder(tmp_path, load_size=18, crop_size=16, bs=2)
+    x, y = dls.valid.one_batch()
+    assert x.shape == y.shape == (2, 3, 16, 16)
+    for i in range(2):
+        im = Image.fromarray(noise(h, w, seed=i))
+        a, b = im.crop((0, 0, w//2, h)), im.crop((w//2, 0, w, h))
+        assert (to_uint8(x)[i] == np.asarray(a.resize((16, 16), BICUBIC))).all()
+        assert (to_uint8(y)[i] == np.asarray(b.resize((16, 16), BICUBIC))).all()
 
 def test_corrupt_files(tmp_path):
     make_aligned(tmp_path)
