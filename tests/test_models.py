@@ -244,3 +244,106 @@ def test_reference_parity():
         g, = torch.autograd.grad(y.sum(), x)
         g_ref, = torch.autograd.grad(y_ref.sum(), x)
         torch.testing.assert_close(g, g_ref)
+
+# --- ResNet generator (CycleGAN) -------------------------------------------------------------------
+
+from gan_callbacks.models import ResnetGenerator, ResnetBlock
+import torch.nn.functional as F
+
+def test_resnet_param_counts():
+    assert n_params(ResnetGenerator()) == 11_378_179                  # resnet_9blocks, instance norm
+    assert n_params(ResnetGenerator(norm='batch')) == 11_383_427
+    assert n_params(ResnetGenerator(n_blocks=6)) == 7_837_699          # resnet_6blocks
+    assert n_params(ResnetGenerator(use_dropout=True, padding='zero')) == 11_378_179  # neither adds parameters
+    assert n_params(PatchDiscriminator(in_ch=3, norm='instance')) == 2_764_737
+
+def _ref_keys(n_blocks, norm='instance', dropout=False, padding='reflect'):
+    "The reference ResnetGenerator's state_dict keys, written out from its layer list"
+    bias, bn = norm != 'batch', norm == 'batch'
+    def conv(i, b=True): return [f'{i}.weight'] + ([f'{i}.bias'] if b else [])
+    def nrm(i): return [f'{i}.{k}' for k in ('weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked')] if bn else []
+    # 0 pad, 1 conv, 2 norm, 3 relu; (4, 5, 6) and (7, 8, 9) the downs; then the blocks; ups; pad, conv, tanh
+    keys = conv(1, bias) + nrm(2) + conv(4, bias) + nrm(5) + conv(7, bias) + nrm(8)
+    pad = 0 if padding == 'zero' else 1      # a padding layer before each block conv
+    c1 = pad; n1 = c1 + 1; c2 = n1 + 2 + dropout + pad; n2 = c2 + 1
+    for b in range(n_blocks):
+        p = f'{10+b}.conv_block.'
+        keys += [p+k for k in conv(c1, bias) + nrm(n1) + conv(c2, bias) + nrm(n2)]
+    u = 10 + n_blocks
+    keys += conv(u, bias) + nrm(u+1) + conv(u+3, bias) + nrm(u+4) + conv(u+7)
+    return sorted('model.' + k for k in keys)
+
+@pytest.mark.parametrize('n_blocks,norm,dropout,padding', [(9, 'instance', False, 'reflect'), (6, 'batch', True, 'reflect'),
+                                                            (2, 'instance', True, 'zero'), (3, 'none', False, 'replicate')])
+def test_resnet_reference_keys(n_blocks, norm, dropout, padding):
+    G = ResnetGenerator(ngf=4, n_blocks=n_blocks, norm=norm, use_dropout=dropout, padding=padding)
+    assert sorted(G.state_dict()) == _ref_keys(n_blocks, norm, dropout, padding)
+
+def test_resnet_shapes_and_structure():
+    G = ResnetGenerator(in_ch=1, out_ch=2, ngf=8, n_blocks=3)
+    assert (G.in_ch, G.out_ch, G.n_blocks, G.multiple) == (1, 2, 3, 4)
+    feats = []
+    for b in G.modules():
+        if isinstance(b, ResnetBlock): b.register_forward_hook(lambda m, i, o: feats.append(tuple(o.shape[1:])))
+    y = G(torch.randn(2, 1, 48, 36))
+    assert y.shape == (2, 2, 48, 36) and y.abs().max() <= 1
+    assert feats == [(32, 12, 9)] * 3                           # 4*ngf channels at a quarter of the size
+    assert isinstance(G.model[0], nn.ReflectionPad2d) and G.model[0].padding == (3, 3, 3, 3)
+    assert isinstance(G.model[-1], nn.Tanh) and G.model[-2].kernel_size == (7, 7)
+    ups = [c for c in G.modules() if isinstance(c, nn.ConvTranspose2d)]
+    assert [(c.kernel_size, c.stride, c.output_padding) for c in ups] == [((3, 3), (2, 2), (1, 1))] * 2
+    inorms = [m for m in G.modules() if isinstance(m, nn.InstanceNorm2d)]
+    assert len(inorms) == 5 + 2*3 and all(not m.affine and not m.track_running_stats for m in inorms)
+    assert all(c.bias is not None for c in convs(G))             # instance norm: convs keep their bias
+    Gb = ResnetGenerator(ngf=4, n_blocks=1, norm='batch')
+    assert [c.bias is not None for c in convs(Gb)] == [False] * (len(convs(Gb)) - 1) + [True]  # only the last conv
+
+def _functional_resnet(sd, x, n_blocks, pad_mode):
+    "The reference's forward with instance norm written with torch.nn.functional on a state dict"
+    def conv(x, i, **kw): return F.conv2d(x, sd[f'{i}.weight'], sd[f'{i}.bias'], **kw)
+    def blk_conv(x, b, i):
+        if pad_mode == 'zero': j = {1: 0, 5: 3}[i]; return F.conv2d(x, sd[f'{b}.conv_block.{j}.weight'], sd[f'{b}.conv_block.{j}.bias'], padding=1)
+        return F.conv2d(F.pad(x, (1,)*4, mode=pad_mode), sd[f'{b}.conv_block.{i}.weight'], sd[f'{b}.conv_block.{i}.bias'])
+    r = F.relu
+    x = r(F.instance_norm(conv(F.pad(x, (3,)*4, mode='reflect'), 1)))
+    x = r(F.instance_norm(conv(x, 4, stride=2, padding=1)))
+    x = r(F.instance_norm(conv(x, 7, stride=2, padding=1)))
+    for b in range(10, 10 + n_blocks):
+        h = r(F.instance_norm(blk_conv(x, b, 1)))
+        x = x + F.instance_norm(blk_conv(h, b, 5))
+    u = 10 + n_blocks
+    for i in (u, u+3):
+        x = r(F.instance_norm(F.conv_transpose2d(x, sd[f'{i}.weight'], sd[f'{i}.bias'], stride=2, padding=1, output_padding=1)))
+    return torch.tanh(conv(F.pad(x, (3,)*4, mode='reflect'), u+7))
+
+@pytest.mark.parametrize('padding,mode', [('reflect', 'reflect'), ('replicate', 'replicate'), ('zero', 'zero')])
+def test_resnet_padding_modes_match_functional(padding, mode):
+    torch.manual_seed(0)
+    G = ResnetGenerator(ngf=4, n_blocks=2, padding=padding)
+    for p in G.parameters(): nn.init.normal_(p, 0, 0.3)        # make the biases matter too
+    sd = {k[len('model.'):]: v for k, v in G.state_dict().items()}
+    x = torch.randn(2, 3, 16, 12)
+    with torch.no_grad(): torch.testing.assert_close(G(x), _functional_resnet(sd, x, 2, mode))
+    pads = [type(m) for m in G.model[10].conv_block if isinstance(m, (nn.ReflectionPad2d, nn.ReplicationPad2d))]
+    assert pads == {'reflect': [nn.ReflectionPad2d]*2, 'replicate': [nn.ReplicationPad2d]*2, 'zero': []}[padding]
+
+def test_resnet_dropout_and_residual():
+    G = ResnetGenerator(ngf=4, n_blocks=2, use_dropout=True)
+    assert sum(isinstance(m, nn.Dropout) for m in G.modules()) == 2
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        assert not torch.equal(G(x), G(x))
+        G.eval(); assert torch.equal(G(x), G(x))
+    blk = ResnetBlock(4)
+    nn.init.zeros_(blk.conv_block[-2].weight); nn.init.zeros_(blk.conv_block[-2].bias)
+    h = torch.randn(1, 4, 8, 8)
+    torch.testing.assert_close(blk(h), h)                        # a block that adds nothing passes its input on
+
+def test_resnet_bad_args():
+    with pytest.raises(ValueError, match="padding must be one of 'reflect', 'replicate', 'zero', got 'circular'"):
+        ResnetGenerator(padding='circular')
+    with pytest.raises(ValueError, match="'batch', 'instance', 'none'"): ResnetGenerator(norm='group')
+    with pytest.raises(ValueError, match='n_blocks must be at least 0'): ResnetGenerator(n_blocks=-1)
+    G = ResnetGenerator(ngf=2, n_blocks=0)
+    with pytest.raises(ValueError, match='ResnetGenerator expected 3 input channels, got 1'): G(torch.randn(1, 1, 16, 16))
+    with pytest.raises(ValueError, match='multiples of 4, got 18x16'): G(torch.randn(1, 3, 18, 16))
