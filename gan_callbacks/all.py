@@ -15,5 +15,6 @@ from .pix2pix import *
 from .checkpoint import *
 from .cli import *
 from .metrics import *
-from . import core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics) for n in m.__all__))
+from .interop import *
+from . import core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics, interop
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics, interop) for n in m.__all__))

@@ -14,17 +14,19 @@ from PIL import Image, ImageDraw
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.callback.progress import CSVLogger
-from fastai.learner import load_learner
+from fastai.learner import Learner
 from .models import UnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
 from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 from .metrics import PSNR, SSIM, evaluate, baseline_scores
+from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
+                                   export_generator, export_formats, preprocesses, test_modes)
 
 # %% auto #0
 __all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1',
-           'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'train', 'not_an_export',
-           'translate', 'evaluate_cmd', 'resume_command', 'main']
+           'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'train', 'translate',
+           'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -122,19 +124,15 @@ def plot_training(learn, fname=None):
 
 # %% ../nbs/06_cli.ipynb #357c5727
 @torch.no_grad()
-def translate_image(learn, im, aligned=False, size=None):
-    "Translate PIL image (or file) `im` with `learn`'s generator; returns a PIL image of `im`'s size"
+def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='resize', keep_size=True):
+    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`); returns a PIL image, of `im`'s size if `keep_size`"
     if not isinstance(im, Image.Image):
         with Image.open(im) as f: im = f.copy()
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
-    dls, m = learn.dls, learn.model
-    size = size or getattr(dls, 'crop_size', 256)
-    x = from_pil(im.convert(image_modes[dls.in_ch]).resize((size, size), Image.Resampling.BICUBIC), dls.in_ch)
-    t = getattr(learn, 'pix2pix_trainer', None)
-    m.eval()
-    with (paper_test_mode(m) if t is not None and t.test_mode == 'paper' else torch.no_grad()):
-        y = m(x[None].to(next(m.parameters()).device))[0]
-    return to_pil(y).resize(im.size, Image.Resampling.BICUBIC)
+    G, s = learn.model if isinstance(learn, Learner) else learn, generator_settings(learn)
+    x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
+    y = run_generator(G, x[None].to(next(G.parameters()).device), test_mode or s['test_mode'])[0]
+    return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
 
 # %% ../nbs/06_cli.ipynb #7766a4c6
 @torch.no_grad()
@@ -256,30 +254,18 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
 # %% ../nbs/06_cli.ipynb #dbac598c
 _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
 
-def not_an_export(fn, e):
-    "Why file `fn` is not a `Learner` exported with `learn.export` (loading it raised `e`), and what to pass instead"
-    try: obj = torch.load(fn, map_location='cpu', weights_only=True)
-    except Exception: obj = None
-    instead = "pass the generator.pkl that `gan_callbacks train` writes in its --out folder (`learn.export()`)"
-    if isinstance(obj, dict) and str(obj.get('format', '')).startswith('gan_callbacks.checkpoint'):
-        return (f"this is a training checkpoint written by GANCheckpoint (weights and optimizer states to resume training "
-                f"with `train --resume`), not an exported generator: {instead}")
-    if isinstance(obj, dict) and obj and all(torch.is_tensor(v) for v in obj.values()):
-        return f"this is a state dict (a network's weights only, no data pipeline), not an exported generator: {instead}"
-    return f"cannot load it as an exported generator ({type(e).__name__}: {e}): {instead}"
-
-def translate(model, input, output, aligned=False):
-    "Translate image file `input`, or every image in folder `input`, with exported generator `model`, into folder `output`"
+def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None):
+    "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`), into folder `output`"
     model, input = Path(model), Path(input)
-    if not model.is_file(): raise CLIError(f"--model {model}: no such file (expected a generator exported by `train`)")
+    if not model.is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in _exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
     output = _out_dir(output)
-    try: learn = load_learner(model, cpu=not torch.cuda.is_available())
-    except Exception as e: raise CLIError(f"--model {model}: {not_an_export(model, e)}")
+    G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     for i, f in enumerate(files):
-        try: im = translate_image(learn, f, aligned=aligned)
+        try: im = translate_image(G, f, aligned=aligned, size=load_size or s['size'], test_mode=test_mode or s['test_mode'],
+                                  preprocess=preprocess, keep_size=not network_size)
         except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
         except KeyboardInterrupt: raise Interrupted(f"interrupted after {i} of {len(files)} image(s), written to {output}/") from None
         im.save(output/f.name)
@@ -322,10 +308,24 @@ def _parser():
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
-    r.add_argument('--model', required=True, help='generator.pkl written by train')
+    r.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
+    r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
+                   "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or 'paper' for a .pth")
+    r.add_argument('--preprocess', choices=preprocesses, default='resize', help="as the reference's test-time --preprocess "
+                   "(resize_and_crop, scale_width, none); sides rounded to what the network takes")
+    r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
+    r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
+    r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
+    x = sub.add_parser('export', help='write a generator as ONNX or as a reference state dict', description=export_generator.__doc__)
+    x.add_argument('--model', required=True, help='generator.pkl, a checkpoint, or a latest_net_G.pth')
+    x.add_argument('--format', choices=export_formats, required=True)
+    x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference)')
+    x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
+    x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
+    x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='generator.pkl written by train, or a checkpoint .pth')
@@ -354,8 +354,8 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
-    try: dict(train=train, translate=translate, evaluate=evaluate_cmd)[cmd](**args)
-    except CLIError as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
+    try: dict(train=train, translate=translate, evaluate=evaluate_cmd, export=export_generator)[cmd](**args)
+    except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except Interrupted as e:   # Ctrl-C: one line, and the shell's exit code for SIGINT
         hint = f"; resume with: {resume_command(argv, e.resume)}" if e.resume else ''
         p.exit(130, f"gan_callbacks {cmd}: {e}{hint}\n")
