@@ -261,8 +261,8 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess='r
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in _exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
-    output = _out_dir(output)
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
+    output = _out_dir(output)
     for i, f in enumerate(files):
         try: im = translate_image(G, f, aligned=aligned, size=load_size or s['size'], test_mode=test_mode or s['test_mode'],
                                   preprocess=preprocess, keep_size=not network_size)
