@@ -13,5 +13,6 @@ from .data import *
 from .pix2pix import *
 from .checkpoint import *
 from .cli import *
-from . import core, models, losses, data, pix2pix, checkpoint, cli
-__all__ = [n for m in (core, models, losses, data, pix2pix, checkpoint, cli) for n in m.__all__]
+from .distributed import *
+from . import core, models, losses, data, pix2pix, checkpoint, cli, distributed
+__all__ = [n for m in (core, models, losses, data, pix2pix, checkpoint, cli, distributed) for n in m.__all__]

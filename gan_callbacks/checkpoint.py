@@ -16,6 +16,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .pix2pix import Pix2pixTrainer, NonFiniteError, _in_fit
+from .distributed import unwrap, rank_distrib
 
 # %% auto #0
 __all__ = ['CheckpointError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state', 'load_checkpoint',
@@ -115,7 +116,7 @@ def checkpoint_state(learn:Learner, interrupted:dict|None=None):
     t, scaler = _trainer(learn), learn.__dict__.get('scaler')   # the latter: fastai's `MixedPrecision`
     sched = first(cb for cb in learn.cbs if isinstance(cb, ParamScheduler))
     return _plain(dict(format=_FORMAT, epoch=learn.epoch - (interrupted is not None), n_epoch=learn.n_epoch,
-                       train_iter=learn.train_iter, model=learn.model.state_dict(), opt=learn.opt.state_dict(),
+                       train_iter=learn.train_iter, model=unwrap(learn.model).state_dict(), opt=learn.opt.state_dict(),
                        scaler=scaler.state_dict() if isinstance(scaler, torch.amp.GradScaler) else None,
                        trainer=None if t is None else t.state_dict(), recorder=_recorder_state(getattr(learn, 'recorder', None)),
                        hps=getattr(sched, 'hps', None), rng=rng_states(learn.dls), interrupted=interrupted))
@@ -157,13 +158,13 @@ def _load_opt(opt, sd, what, fn):
 def _apply(learn, ck, fn, with_opt=True):
     "Load checkpoint `ck` (read from `fn`) into `learn`: networks, optimizers, scalers, trainer state"
     t, tr = _trainer(learn), ck['trainer']
-    _check_fits(learn.model, ck['model'], 'generator (`learn.model`)', fn)
+    _check_fits(unwrap(learn.model), ck['model'], 'generator (`learn.model`)', fn)
     if tr is not None and tr['discriminator'] is not None:
         if t is None: warnings.warn(f"{fn} holds a discriminator, but this Learner has no `Pix2pixTrainer`: loading G only")
         elif t.discriminator is None and tr['d_in_ch'] is None:
             raise CheckpointError(f"{fn} was saved with a discriminator given to `Pix2pixTrainer`: give it one of the same kind")
         else: _check_fits(t.setup_discriminator(tr['d_in_ch']), tr['discriminator'], 'discriminator', fn)
-    learn.model.load_state_dict(ck['model'])
+    unwrap(learn.model).load_state_dict(ck['model'])
     if with_opt:
         if learn.opt is None: learn.create_opt()
         _load_opt(learn.opt, ck['opt'], 'generator', fn)
@@ -300,7 +301,8 @@ class GANCheckpoint(StateDictCallback):
         for p in self.ckpt_dir.glob(f'.{self.fname}_epoch*.pth.*.tmp'): p.unlink(missing_ok=True)   # left by a killed save
 
     def _savable(self):
-        "Whether the weights are finite; a warning if not"
+        "Whether this process writes (rank 0 of a distributed fit) and the weights are finite; a warning if not"
+        if rank_distrib(): return False   # the other processes hold the same state
         t = _trainer(self.learn)
         if _finite(self.learn.model, None if t is None else t.discriminator): return True
         warnings.warn(f"GANCheckpoint: the weights are not finite at epoch {self.learn.epoch}, not saved; the checkpoints stay as they were")

@@ -22,6 +22,7 @@ from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
+from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
 __all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'Pix2pixTrainer', 'SyncFreeProgressCallback', 'unet_depth',
@@ -53,6 +54,7 @@ def _step(loss, opt, params, scaler=None, clip=None, check_grads=False):
     topt = getattr(opt, 'opt', opt)   # the PyTorch optimizer inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
     else: scaler.scale(loss).backward()
+    if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
     if clip is not None:
         if scaler is not None: scaler.unscale_(topt)
         norm = nn.utils.clip_grad_norm_(params, clip)
@@ -242,7 +244,7 @@ class Pix2pixTrainer(StateDictCallback):
         "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
         if self.discriminator is None:
             D = PatchDiscriminator(in_ch=in_ch).to(_device(self.learn)).train()
-            self.discriminator = _speed_up(D, self.channels_last, self.compile)
+            self.discriminator = _speed_up(share_module(self.learn, D), self.channels_last, self.compile)
         if self.d_opt is None:
             self.d_opt = (self.d_opt_func or self.learn.opt_func)(list(self.discriminator.parameters()), lr=self.learn.lr)
         return self.discriminator
@@ -342,7 +344,7 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
                                        "pick another crop size or pass a `generator`")
         generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
-    learn = Learner(dls, generator, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, cbs=L(cbs) + trainer, **kwargs)
+    learn = Learner(dls, generator, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, cbs=L(cbs) + [trainer, DistributedGAN()], **kwargs)
     if type(getattr(learn, 'progress', None)) is ProgressCallback:   # fastai's default bar: one host sync per batch
         learn.remove_cb(learn.progress); learn.add_cb(SyncFreeProgressCallback())
     return learn
