@@ -1,4 +1,4 @@
-"One process of the 2-process tests in test_distributed.py: `python distrib_worker.py OUT MODE`."
+"One process of the 2-process test in test_distributed.py (`python distrib_worker.py OUT`): 3 iterations, then rank 1 is killed."
 import os, sys, signal, warnings
 import torch
 from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, SGD, partial
@@ -7,7 +7,7 @@ from fastai.distributed import rank_distrib
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer
 from gan_callbacks.checkpoint import GANCheckpoint
-from gan_callbacks.distributed import DistributedGAN
+from gan_callbacks.distributed import DistributedGAN, unwrap
 
 LR = 1e-3
 
@@ -27,19 +27,25 @@ def make_learner(path, seed, bs=2, data=None, **kw):
     return Learner(dls, G, loss_func=L1LossFlat(), opt_func=partial(SGD, mom=0.9), path=path,
                    cbs=[Pix2pixTrainer(D), DistributedGAN(), GANCheckpoint(**kw)])
 
+class Dump(Callback):
+    "After epoch 0 (3 iterations), write this process's networks and optimizer states to `out/state{rank}.pt`"
+    order = 70
+    def __init__(self, out): self.out = out
+    def after_epoch(self):
+        if self.epoch: return
+        t = self.pix2pix_trainer
+        torch.save(dict(G=unwrap(self.model).state_dict(), D=t.discriminator.state_dict(), opt=self.opt.state_dict(),
+                        d_opt=t.d_opt.state_dict()), os.path.join(self.out, f'state{rank_distrib()}.pt'))
+
 class Die(Callback):
     "This process is killed in the middle of epoch 1"
     def after_batch(self):
         if self.training and self.epoch == 1 and self.iter == 1: os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == '__main__':
-    out, mode = sys.argv[1], sys.argv[2]
-    rank = rank_distrib()
+    out, rank = sys.argv[1], rank_distrib()
     learn = make_learner(os.path.join(out, f'rank{rank}'), seed=rank)   # different initial weights: rank 0's must win
-    if mode == 'fail' and rank == 1: learn.add_cb(Die())
+    learn.add_cbs([Dump(out)] + ([Die()] if rank == 1 else []))
     with warnings.catch_warnings(), learn.no_bar(), learn.no_logging(), learn.distrib_ctx():
         warnings.simplefilter('ignore')
-        learn.fit(1 if mode == 'fit' else 3, LR)
-    t = learn.pix2pix_trainer
-    torch.save(dict(G=learn.model.state_dict(), D=t.discriminator.state_dict(), opt=learn.opt.state_dict(),
-                    d_opt=t.d_opt.state_dict(), hist=t.hist), os.path.join(out, f'state{rank}.pt'))
+        learn.fit(3, LR)
