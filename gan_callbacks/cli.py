@@ -17,6 +17,7 @@ from fastai.learner import load_learner
 from .models import UnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
 from .checkpoint import GANCheckpoint
+from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
 from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 
 # %% auto #0
@@ -74,6 +75,7 @@ class SampleGrid(Callback):
         if self.skipped: return
         out = self.predict()
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
+        if rank_distrib(): return   # every process predicts (collectives stay in step), rank 0 writes
         image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)]).save(fn)
         self.files.append(fn)
 
@@ -150,7 +152,7 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     if min(epochs, epochs_decay) < 0 or epochs + epochs_decay < 1: raise CLIError("--epochs and --epochs-decay must be >= 0, and not both 0")
     if bs < 1: raise CLIError(f"--bs must be at least 1, got {bs}")
     if lr <= 0: raise CLIError(f"--lr must be positive, got {lr}")
-    out = _out_dir(out)
+    out, rank = _out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
     if seed is not None:
         from fastai.torch_core import set_seed
         set_seed(seed)
@@ -170,10 +172,11 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
         if torch.device(dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
         learn.to_fp16()
     grid = SampleGrid(out, n=n_samples)
-    cbs = [CSVLogger(fname='history.csv'), grid, GANCheckpoint(resume=resume)]
-    print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
+    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, GANCheckpoint(resume=resume)]
+    if not rank: print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
           f"U-Net depth {depth}, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
-    learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
+    with distrib_fit(learn): learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
+    if rank: return learn   # rank 0 writes the rest
     plot_training(learn, out/'losses.png')
     learn.export('generator.pkl')
     vals = [v[1] for v in learn.recorder.values]
@@ -237,6 +240,7 @@ def _parser():
     t.add_argument('--n-samples', type=int, default=4, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None)
     t.add_argument('--resume', action='store_true', help='continue from the last checkpoint in --out')
+    add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='generator.pkl written by train')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
@@ -249,5 +253,6 @@ def main(argv=None):
     p = _parser()
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
+    if cmd == 'train' and relaunch(args, sys.argv[1:] if argv is None else argv): return
     try: (train if cmd == 'train' else translate)(**args)
     except CLIError as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
