@@ -16,5 +16,6 @@ from .checkpoint import *
 from .cli import *
 from .metrics import *
 from .interop import *
-from . import core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics, interop
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics, interop) for n in m.__all__))
+from .distributed import *
+from . import core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics, interop, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli, metrics, interop, distributed) for n in m.__all__))

@@ -16,6 +16,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .gan import AdversarialTrainer, NonFiniteError, _in_fit
+from .distributed import unwrap, rank_distrib
 
 # %% auto #0
 __all__ = ['CheckpointError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state', 'load_checkpoint',
@@ -115,7 +116,7 @@ def checkpoint_state(learn:Learner, interrupted:dict|None=None):
     t, scaler = _trainer(learn), learn.__dict__.get('scaler')   # the latter: fastai's `MixedPrecision`
     sched = first(cb for cb in learn.cbs if isinstance(cb, ParamScheduler))
     return _plain(dict(format=_FORMAT, epoch=learn.epoch - (interrupted is not None), n_epoch=learn.n_epoch,
-                       train_iter=learn.train_iter, model=learn.model.state_dict(), opt=learn.opt.state_dict(),
+                       train_iter=learn.train_iter, model=unwrap(learn.model).state_dict(), opt=learn.opt.state_dict(),
                        scaler=scaler.state_dict() if isinstance(scaler, torch.amp.GradScaler) else None,
                        trainer=None if t is None else t.state_dict(), recorder=_recorder_state(getattr(learn, 'recorder', None)),
                        hps=getattr(sched, 'hps', None), rng=rng_states(learn.dls), interrupted=interrupted))
@@ -160,7 +161,7 @@ def _load_opt(opt, sd, what, fn):
 def _apply(learn, ck, fn, with_opt=True):
     "Load checkpoint `ck` (read from `fn`) into `learn`: networks, optimizers, scalers, trainer state"
     t, tr = _trainer(learn), ck['trainer']
-    _check_fits(learn.model, ck['model'], 'generator (`learn.model`)', fn)
+    _check_fits(unwrap(learn.model), ck['model'], 'generator (`learn.model`)', fn)
     if tr is not None and any(v is not None for v in tr['discriminators'].values()):
         if t is None: warnings.warn(f"{fn} holds discriminators, but this Learner has no GAN trainer: loading the generator only")
         else:
@@ -169,7 +170,7 @@ def _apply(learn, ck, fn, with_opt=True):
             for k, v in tr['discriminators'].items():
                 if k not in ds: raise CheckpointError(f"{fn} holds a discriminator `{k}` that this {type(t).__name__} does not have")
                 if v is not None: _check_fits(ds[k], v, k, fn)
-    learn.model.load_state_dict(ck['model'])
+    unwrap(learn.model).load_state_dict(ck['model'])
     if with_opt:
         if learn.opt is None: learn.create_opt()
         _load_opt(learn.opt, ck['opt'], 'generator', fn)
@@ -306,7 +307,8 @@ class GANCheckpoint(StateDictCallback):
         for p in self.ckpt_dir.glob(f'.{self.fname}_epoch*.pth.*.tmp'): p.unlink(missing_ok=True)   # left by a killed save
 
     def _savable(self):
-        "Whether the weights are finite; a warning if not"
+        "Whether this process writes (rank 0 of a distributed fit) and the weights are finite; a warning if not"
+        if rank_distrib(): return False   # the other processes hold the same state
         t = _trainer(self.learn)
         if _finite(self.learn.model, *([] if t is None else t.discriminators.values())): return True
         warnings.warn(f"GANCheckpoint: the weights are not finite at epoch {self.learn.epoch}, not saved; the checkpoints stay as they were")

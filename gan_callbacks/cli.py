@@ -22,6 +22,7 @@ from .data import Pix2pixDataLoaders, sample_pairs, image_modes
 from .metrics import PSNR, SSIM, evaluate, baseline_scores
 from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
                                    export_generator, export_formats, preprocesses, test_modes)
+from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
 
 # %% auto #0
 __all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'translate_image', 'mean_image_l1',
@@ -101,6 +102,7 @@ class SampleGrid(Callback):
         if self.skipped: return
         out = self.predict()
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
+        if rank_distrib(): return   # every process predicts (collectives stay in step), rank 0 writes
         image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=('input', 'output', 'target'),
                    title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
         self.files.append(fn)
@@ -205,7 +207,7 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
     check_numbers(epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size, crop_size=crop_size, lr=lr,
                   ngf=ngf, lambda_l1=lambda_l1, n_samples=n_samples, seed=seed)
-    out = _out_dir(out)
+    out, rank = _out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
     if seed is not None:
         from fastai.torch_core import set_seed
         set_seed(seed)
@@ -226,10 +228,11 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
         learn.to_fp16()
     grid = SampleGrid(out, n=n_samples)
     ckpt = GANCheckpoint(resume=resume)
-    cbs = [CSVLogger(fname='history.csv'), grid, ckpt]
-    print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
+    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt]
+    if not rank: print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
           f"U-Net depth {depth}, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
-    with interruptible(learn, ckpt): learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
+    with interruptible(learn, ckpt), distrib_fit(learn): learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
+    if rank: return learn   # rank 0 writes the rest
     plot_training(learn, out/'losses.png')
     learn.export('generator.pkl')
     vals = [v[1] for v in learn.recorder.values]
@@ -307,6 +310,7 @@ def _parser():
     t.add_argument('--seed', type=int, default=None)
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
+    add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
@@ -354,6 +358,7 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
+    if cmd == 'train' and relaunch(args, argv): return
     try: dict(train=train, translate=translate, evaluate=evaluate_cmd, export=export_generator)[cmd](**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except Interrupted as e:   # Ctrl-C: one line, and the shell's exit code for SIGINT

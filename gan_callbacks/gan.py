@@ -19,6 +19,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.progress import ProgressCallback
 from fastai.torch_core import default_device
 from .core import StateDictCallback
+from .distributed import is_distributed, average_grads, share_module
 
 # %% auto #0
 __all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback',
@@ -63,6 +64,7 @@ def _step(loss, opt, params, scaler=None, clip=None, check_grads=False):
     topt = getattr(opt, 'opt', opt)   # the PyTorch optimizer inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
     else: scaler.scale(loss).backward()
+    if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
     if clip is not None:
         if scaler is not None: scaler.unscale_(topt)
         norm = nn.utils.clip_grad_norm_(params, clip)
@@ -237,7 +239,7 @@ class AdversarialTrainer(StateDictCallback):
             if D is not None: continue
             n = (in_chs or {}).get(k)
             if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
-            setattr(self, k, _speed_up(self.make_discriminator(k, n).to(_device(self.learn)).train(), self.channels_last, self.compile))
+            setattr(self, k, _speed_up(share_module(self.learn, self.make_discriminator(k, n).to(_device(self.learn)).train()), self.channels_last, self.compile))
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
