@@ -162,12 +162,13 @@ class LearnerCallback(StateDictCallback):
     def learn(self): return self.__dict__.get('_learn')
     @learn.setter
     def learn(self, learn):
+        if learn is not None and not isinstance(learn, Learner):
+            raise TypeError(f"{type(self).__name__}: `learn` must be a fastai `Learner`, got {type(learn).__name__}")
         old = self.__dict__.get('_learn')
         self.__dict__['_learn'] = learn
         if learn is None:
             if old is not None and old.__dict__.get(self.cb_name) is self: delattr(old, self.cb_name)
             return
-        if not isinstance(learn, Learner): raise TypeError(f"{type(self).__name__}: `learn` must be a fastai `Learner`, got {type(learn).__name__}")
         pending = self.__dict__.pop('_pending_init', None)
         if pending: init,args,kwargs = pending; init(self, learn, *args, **kwargs)
         setattr(learn, self.cb_name, self)   # v1 made the callback an attribute of the Learner
