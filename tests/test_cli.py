@@ -199,14 +199,15 @@ def test_resume_command():
     assert resume_command(['train', '--sample'], True) == 'gan_callbacks train --sample --resume'
 
 
-def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tiny, tmp_path):
-    "A run with stdout sent to a file: a line per epoch, no bars; SIGINT mid-fit: one line, exit 130, a loadable checkpoint"
+def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
+    "A run with stdout sent to a file: a line per epoch, no bars; SIGINT mid-epoch: one line, exit 130, a loadable checkpoint"
     import shlex, signal, time
     from gan_callbacks.cli import _parser
     from gan_callbacks.checkpoint import load_checkpoint
     from gan_callbacks.data import Pix2pixDataLoaders
     from gan_callbacks.models import UnetGenerator
     from gan_callbacks.pix2pix import pix2pix_learner
+    tiny = sample_pairs(tmp_path/'sample', n_train=16, n_valid=2, size=32)   # epochs of 16 batches: time to land in one
     out, log = tmp_path/'run', tmp_path/'run.log'
     argv = ['train', '--data', str(tiny), '--out', str(out), '--epochs', '50', '--epochs-decay', '0', '--bs', '1',
             '--load-size', '36', '--crop-size', '32', '--ngf', '8', '--n-samples', '1']
@@ -214,9 +215,9 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tiny, tmp_path):
     with open(log, 'w') as f:
         p = subprocess.Popen([str(exe), *argv], stdout=f, stderr=subprocess.PIPE, text=True)
         try:
-            t0 = time.time()   # the first epoch done (and checkpointed): the second one is under way
-            while not (out/'checkpoints'/'gan_epoch0.pth').exists() and p.poll() is None and time.time() - t0 < 300: time.sleep(0.1)
-            time.sleep(0.3)
+            t0 = time.time()   # the first epoch done (its grid is written last): the second one is under way
+            while not (out/'samples_epoch000.png').exists() and p.poll() is None and time.time() - t0 < 1500: time.sleep(0.1)
+            time.sleep(0.5)
             p.send_signal(signal.SIGINT)
             _, err = p.communicate(timeout=300)
         finally:
@@ -234,7 +235,7 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tiny, tmp_path):
     lines = text.splitlines()
     assert lines[0].startswith('Training on') and lines[1].split()[:3] == ['epoch', 'train_loss', 'valid_loss']
     rows = lines[2:]
-    assert len(rows) >= 1 and [r.split()[0] for r in rows] == [str(i) for i in range(len(rows))]
+    assert len(rows) >= 1 and [r.split()[0] for r in rows] == [str(i) for i in range(len(rows))], text
     dls = Pix2pixDataLoaders.from_folder(tiny, load_size=36, crop_size=32, bs=1)
     learn = pix2pix_learner(dls, generator=UnetGenerator(num_downs=5, ngf=8), path=out, model_dir='checkpoints')
     ck = load_checkpoint(learn, saved)
