@@ -174,22 +174,23 @@ _cancels = (CancelBatchException, CancelBackwardException, CancelStepException, 
             CancelValidException, CancelEpochException, CancelFitException)
 
 def _guard_epochs(learn, cbs):
-    "Wrap `learn._do_epoch` so that v1 callbacks get `on_train_end(exception=e)` if training crashes"
-    if '_do_epoch' in learn.__dict__: del learn._do_epoch
-    do_epoch = learn._do_epoch
-    def _do_epoch_guarded():
-        try: do_epoch()
+    "Wrap `learn`'s epochs, their events included, so that v1 callbacks get `on_train_end(exception=e)` if training crashes"
+    if '_with_events' in learn.__dict__: del learn._with_events
+    with_events = learn._with_events
+    def _with_events_guarded(f, event_type, ex, final=noop):
+        if event_type != 'epoch': return with_events(f, event_type, ex, final)
+        try: return with_events(f, event_type, ex, final)
         except _cancels: raise
         except BaseException as e:
             st = cbs[0].cb_state
             for cb in cbs: cb._call('on_train_end', exception=e)
             _end_fit(learn, st)
             raise
-    learn._do_epoch = _do_epoch_guarded
+    learn._with_events = _with_events_guarded
 
 def _end_fit(learn, st):
     "Undo the fit-time set-up and drop the state's references to batches"
-    if '_do_epoch' in learn.__dict__: del learn._do_epoch
+    if '_with_events' in learn.__dict__: del learn._with_events
     for cb in list(learn.cbs):
         if isinstance(cb, StateDictControl): learn.remove_cb(cb)
     st.update(last_input=None, last_target=None, last_output=None, last_loss=None, pbar=None)

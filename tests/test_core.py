@@ -242,9 +242,24 @@ def test_keyboard_interrupt_calls_train_end_and_propagates():
     learn = synth_learner(cbs=Boom())
     with pytest.raises(KeyboardInterrupt): fit(learn, 3)
     assert isinstance(learn.boom.ended, KeyboardInterrupt)
-    assert '_do_epoch' not in learn.__dict__
+    assert '_with_events' not in learn.__dict__
     assert not any(isinstance(cb, StateDictControl) for cb in learn.cbs)
     assert learn.boom.cb_state['last_input'] is None
+
+
+def test_interrupt_at_an_epochs_end_calls_train_end():
+    "A Ctrl-C in an `after_epoch` (where checkpoints and grids are written) reaches `on_train_end` too"
+    class Late(Callback):
+        order = 60
+        def after_epoch(self):
+            if self.epoch == 1: raise KeyboardInterrupt()
+    class Ender(StateDictCallback):
+        def __init__(self): self.ended = None
+        def on_train_end(self, exception, **kw): self.ended = exception
+    learn = synth_learner(cbs=[Ender(), Late()])
+    with pytest.raises(KeyboardInterrupt): fit(learn, 3)
+    assert isinstance(learn.ender.ended, KeyboardInterrupt) and learn.epoch == 1
+    assert '_with_events' not in learn.__dict__
 
 
 def test_v2_callbacks_and_model_state_dict_untouched():
