@@ -51,22 +51,24 @@ def gaussian_window(size:int=11, sigma:float=1.5, dtype=torch.float64, device=No
     w = torch.exp(-x**2 / (2 * sigma**2))
     return w / w.sum()
 
+def _band(n, w):
+    "(n-k+1, n) matrix of window `w` (length k) shifted one column per row: 'valid' filtering as a product"
+    k = len(w)
+    idx = torch.arange(n - k + 1, device=w.device)[:, None] + torch.arange(k, device=w.device)
+    return w.new_zeros(n - k + 1, n).scatter_(1, idx, w.expand(n - k + 1, k))
+
 def _blur(x, w):
-    "Separable 'valid' filtering of every channel of `x` with 1-d window `w`"
-    c = x.shape[1]
-    x = F.conv2d(x, w.view(1, 1, -1, 1).expand(c, 1, -1, 1), groups=c)
-    return F.conv2d(x, w.view(1, 1, 1, -1).expand(c, 1, 1, -1), groups=c)
+    "Separable 'valid' filtering of the last two dimensions of `x` with symmetric 1-d window `w` (two matrix products)"
+    return _band(x.shape[-2], w) @ x @ _band(x.shape[-1], w).T
 
 def ssim_per_image(pred, targ, data_range:float=2., win_size:int=11, sigma:float=1.5, k1:float=0.01, k2:float=0.03):
     "Structural similarity of each image of `pred` against `targ`: Gaussian window, mean of the SSIM map over pixels and channels"
     pred, targ = _pair(pred, targ)
     if min(pred.shape[-2:]) < win_size:
         raise ValueError(f"SSIM needs images of at least {win_size}x{win_size} pixels (its window), got {tuple(pred.shape[-2:])}")
-    n, c = pred.shape[:2]
     w = gaussian_window(win_size, sigma, pred.dtype, pred.device)
-    # the five local moments of every channel, filtered in one call
-    mom = _blur(torch.stack([pred, targ, pred*pred, targ*targ, pred*targ], 2).flatten(1, 2), w).unflatten(1, (c, 5))
-    mx, my, mxx, myy, mxy = mom.unbind(2)
+    # the five local moments of every channel, filtered together
+    mx, my, mxx, myy, mxy = _blur(torch.stack([pred, targ, pred*pred, targ*targ, pred*targ]), w).unbind(0)
     vx, vy, cxy = mxx - mx*mx, myy - my*my, mxy - mx*my
     c1, c2 = (k1 * data_range)**2, (k2 * data_range)**2
     s = (2*mx*my + c1) * (2*cxy + c2) / ((mx*mx + my*my + c1) * (vx + vy + c2))
