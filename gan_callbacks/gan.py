@@ -191,9 +191,9 @@ class AdversarialTrainer(StateDictCallback):
         fp16 = self.amp_dtype == torch.float16
         if fp16 and self.g_scaler is None: self.g_scaler, self.d_scaler = (torch.amp.GradScaler(self.device_type) for _ in '12')
         if not fp16: self.g_scaler = self.d_scaler = None
-        for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
         for D in self.discriminators.values():
             if D is not None: D.to(self.device).train()
+        for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
         if not any(m in learn.metrics for m in self._metrics): learn.metrics = L(learn.metrics) + self._metrics
         self._lr_find_state = self._snapshot() if hasattr(learn, 'lr_finder') else None
         if not _in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
