@@ -15,7 +15,7 @@ from fastai.learner import Learner
 from fastai.callback.schedule import ParamScheduler
 from fastai.torch_core import default_device
 from .core import StateDictCallback
-from .pix2pix import Pix2pixTrainer, NonFiniteError, _in_fit
+from .gan import AdversarialTrainer, NonFiniteError, _in_fit
 
 # %% auto #0
 __all__ = ['CheckpointError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state', 'load_checkpoint',
@@ -89,7 +89,7 @@ def set_rng_states(st, dls=None):
 _FORMAT = 'gan_callbacks.checkpoint/1'
 
 def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
-def _trainer(learn): return first(cb for cb in learn.cbs if isinstance(cb, Pix2pixTrainer))
+def _trainer(learn): return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
 
 def _plain(o):
     "`o` made of what `torch.load(weights_only=True)` reads: plain tensors, python numbers, lists, tuples and dicts"
@@ -131,6 +131,9 @@ def _read(fn, device=None):
         raise CheckpointError(f"Cannot read the checkpoint {fn}: it is truncated or corrupt ({why})") from e
     if not isinstance(ck, dict) or ck.get('format') != _FORMAT:
         raise CheckpointError(f"{fn} is not a checkpoint written by `GANCheckpoint`")
+    tr = ck.get('trainer')
+    if tr is not None and 'discriminator' in tr:   # written before the trainers shared `AdversarialTrainer`: one D
+        tr['discriminators'], tr['d_in_ch'] = {'discriminator': tr.pop('discriminator')}, {'discriminator': tr['d_in_ch']}
     return ck
 
 def _few(ks, n=5): return ', '.join(ks[:n]) + (f' and {len(ks)-n} more' if len(ks) > n else '')
@@ -158,11 +161,14 @@ def _apply(learn, ck, fn, with_opt=True):
     "Load checkpoint `ck` (read from `fn`) into `learn`: networks, optimizers, scalers, trainer state"
     t, tr = _trainer(learn), ck['trainer']
     _check_fits(learn.model, ck['model'], 'generator (`learn.model`)', fn)
-    if tr is not None and tr['discriminator'] is not None:
-        if t is None: warnings.warn(f"{fn} holds a discriminator, but this Learner has no `Pix2pixTrainer`: loading G only")
-        elif t.discriminator is None and tr['d_in_ch'] is None:
-            raise CheckpointError(f"{fn} was saved with a discriminator given to `Pix2pixTrainer`: give it one of the same kind")
-        else: _check_fits(t.setup_discriminator(tr['d_in_ch']), tr['discriminator'], 'discriminator', fn)
+    if tr is not None and any(v is not None for v in tr['discriminators'].values()):
+        if t is None: warnings.warn(f"{fn} holds discriminators, but this Learner has no GAN trainer: loading the generator only")
+        else:
+            try: ds = t.setup_discriminators(tr['d_in_ch'])
+            except ValueError as e: raise CheckpointError(f"{fn} was saved with discriminators given to the trainer: {e}") from e
+            for k, v in tr['discriminators'].items():
+                if k not in ds: raise CheckpointError(f"{fn} holds a discriminator `{k}` that this {type(t).__name__} does not have")
+                if v is not None: _check_fits(ds[k], v, k, fn)
     learn.model.load_state_dict(ck['model'])
     if with_opt:
         if learn.opt is None: learn.create_opt()
@@ -172,7 +178,7 @@ def _apply(learn, ck, fn, with_opt=True):
     if t is not None and tr is not None:
         try: t.load_state_dict(tr, with_opt=with_opt)
         except (ValueError, KeyError, IndexError, RuntimeError, AssertionError) as e:
-            raise CheckpointError(f"The trainer state in {fn} does not fit this `Pix2pixTrainer`: {e}") from e
+            raise CheckpointError(f"The trainer state in {fn} does not fit this `{type(t).__name__}`: {e}") from e
 
 def _resolve(learn, path):
     "`path` as given, or in `learn`'s model directory, with or without `.pth`"
@@ -302,7 +308,7 @@ class GANCheckpoint(StateDictCallback):
     def _savable(self):
         "Whether the weights are finite; a warning if not"
         t = _trainer(self.learn)
-        if _finite(self.learn.model, None if t is None else t.discriminator): return True
+        if _finite(self.learn.model, *([] if t is None else t.discriminators.values())): return True
         warnings.warn(f"GANCheckpoint: the weights are not finite at epoch {self.learn.epoch}, not saved; the checkpoints stay as they were")
         return False
 

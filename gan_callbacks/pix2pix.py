@@ -4,117 +4,26 @@
 
 # %% ../nbs/04_pix2pix.ipynb #8b9b87a3
 from __future__ import annotations
-import math, warnings
-from contextlib import contextmanager, nullcontext
 import torch
 from torch import nn
 import torch.nn.functional as F
-from fastcore.basics import store_attr, patch, first
+from fastcore.basics import store_attr, patch
+from fastcore.meta import delegates
 from fastcore.foundation import L
 from fastai.learner import Learner
-from fastai.optimizer import OptimWrapper
-from fastai.metrics import ValueMetric
 from fastai.losses import L1LossFlat
-from fastai.callback.fp16 import MixedPrecision, AMPMode
-from fastai.callback.schedule import ParamScheduler
-from fastai.callback.progress import ProgressCallback
-from fastai.torch_core import default_device
-from .core import StateDictCallback
 from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
+from .gan import AdversarialTrainer, pix2pix_adam, paper_test_mode, NonFiniteError, SyncFreeProgressCallback, \
+    linear_decay_schedule, _norm_stats, _sync_free_bar
+
+_all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `gan`, used with pix2pix
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'Pix2pixTrainer', 'SyncFreeProgressCallback', 'unet_depth',
-           'pix2pix_learner', 'pix2pix_schedule']
-
-# %% ../nbs/04_pix2pix.ipynb #aedacbdc
-def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
-    "Pix2pix's Adam as a fastai optimizer, on PyTorch's fused kernel (falls back to foreach where fused is unsupported)"
-    params = list(params)
-    kw = dict(lr=lr, betas=(mom, sqr_mom), eps=eps, weight_decay=wd)
-    try: return OptimWrapper(params, torch.optim.Adam, fused=fused, **kw)
-    except (RuntimeError, ValueError): return OptimWrapper(params, torch.optim.Adam, foreach=True, **kw)
-
-# %% ../nbs/04_pix2pix.ipynb #a86c68ef
-def _amp_dtype(learn, device_type):
-    "The autocast dtype asked for with `learn.to_fp16()`/`to_bf16()` (or `None`), switching fastai's `MixedPrecision` off"
-    mp = first(cb for cb in learn.cbs if isinstance(cb, MixedPrecision))
-    if mp is None: return None
-    mp.run = False   # fastai resets `run` after the fit
-    if mp.amp_mode == AMPMode.BF16: return torch.bfloat16
-    if device_type != 'cuda':
-        raise ValueError(f"fp16 mixed precision needs a CUDA device, this Learner runs on {device_type!r}: "
-                         "use `learn.to_bf16()` instead (bfloat16 autocast works on the CPU)")
-    return torch.float16
-
-def _step(loss, opt, params, scaler=None, clip=None, check_grads=False):
-    "Backward `loss` and step `opt` unless the loss (or, when clipped or checked, the gradient norm) is not finite; returns that flag, on the device"
-    bad = ~torch.isfinite(loss.detach())
-    topt = getattr(opt, 'opt', opt)   # the PyTorch optimizer inside fastai's `OptimWrapper`
-    if scaler is None: loss.backward()
-    else: scaler.scale(loss).backward()
-    if clip is not None:
-        if scaler is not None: scaler.unscale_(topt)
-        norm = nn.utils.clip_grad_norm_(params, clip)
-    if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
-        scaler.step(topt); scaler.update()
-    else:
-        if clip is None and check_grads: norm = _grad_norm(params)   # one more pass over all the gradients
-        if clip is not None or check_grads: bad = bad | ~torch.isfinite(norm)
-        _step_unless(bad, opt)
-    return bad
-
-def _grad_norm(params):
-    "Total 2-norm of the gradients of `params`: not finite when one of them is not"
-    grads = [p.grad for p in params if p.grad is not None]
-    return nn.utils.get_total_norm(grads) if grads else torch.zeros(())
-
-def _step_unless(bad, opt):
-    "Step `opt` unless `bad`: on the device for optimizers that take PyTorch's `found_inf` (fused Adam), else with a host sync"
-    topt = getattr(opt, 'opt', opt)
-    if getattr(topt, '_step_supports_amp_scaling', False):
-        topt.found_inf = bad.float()   # the fused kernel leaves weights and state untouched when it is 1
-        try: topt.step()
-        finally: del topt.found_inf
-    elif not bad.item(): opt.step()
-
-# %% ../nbs/04_pix2pix.ipynb #a9fdb272
-@contextmanager
-def paper_test_mode(model):
-    "Dropout on, BatchNorm on batch statistics (without updating the running ones), as the pix2pix paper tests"
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
-    drops = [m for m in model.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
-    modes = [(m, m.training) for m in bns + drops]
-    for m in bns: m.track_running_stats = False; m.train()
-    for m in drops: m.train()
-    try: yield model
-    finally:
-        for m in bns: m.track_running_stats = True
-        for m, t in modes: m.train(t)
+__all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule', 'pix2pix_adam', 'paper_test_mode',
+           'NonFiniteError', 'SyncFreeProgressCallback']
 
 # %% ../nbs/04_pix2pix.ipynb #aef0147c
-class NonFiniteError(FloatingPointError):
-    "Training stopped: too many iterations in a row had a non-finite loss or gradients"
-
-def _flat(ts):
-    "The tensors `ts` as one flat copy per dtype (a few kernels, however many tensors)"
-    groups = {}
-    for t in ts: groups.setdefault(t.dtype, []).append(t.reshape(-1))
-    return {dt: torch.cat(g) for dt, g in groups.items()}
-
-def _norm_stats(model):
-    "The running statistics of `model`'s BatchNorm layers, and a copy of them"
-    bufs = [b for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase) for b in m.buffers(recurse=False)]
-    return bufs, _flat(bufs)
-
-def _restore_if(bad, stats):
-    "Put the copied statistics back if `bad` (a flag on the device)"
-    bufs, old = stats
-    for dt, now in _flat(bufs).items():
-        group = [b for b in bufs if b.dtype == dt]
-        kept = torch.where(bad, old[dt], now).split([b.numel() for b in group])
-        torch._foreach_copy_(group, [k.view_as(b) for k, b in zip(kept, group)])
-
 def _check_d_channels(D, A, B):
     "Fail before any update when D does not take A and B together (a shape check, no host sync)"
     n = getattr(D, 'in_ch', None)
@@ -122,104 +31,44 @@ def _check_d_channels(D, A, B):
         raise ValueError(f"{type(D).__name__} expected {n} input channels, got {A.shape[1] + B.shape[1]}: "
                          f"it sees the input ({A.shape[1]} channels) and the target ({B.shape[1]}) concatenated")
 
-def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
-
-def _speed_up(m, channels_last=False, compile=False):
-    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`; pickling drops it)"
-    if m is None: return m
-    if channels_last: m.to(memory_format=torch.channels_last)
-    if compile and m._compiled_call_impl is None: m.compile()
-    return m
-
-def _cl(t): return t.contiguous(memory_format=torch.channels_last) if torch.is_tensor(t) and t.ndim == 4 else t
-
-def _in_fit(learn):
-    "Whether the events come from `fit`: `validate`, `get_preds` and `predict` send `before_fit` too, holding `learn.lock`"
-    return not (learn.lock.locked() or hasattr(learn, 'lr_finder') or hasattr(learn, 'gather_preds'))
-
 # %% ../nbs/04_pix2pix.ipynb #c0cfb953
-_cols = ('g_gan', 'g_l1', 'd_real', 'd_fake')
-
-class _LastValue:
-    "The latest smoothed value of column `i` of `trainer`, for a `ValueMetric` (read once per epoch)"
-    def __init__(self, trainer, i): self.trainer, self.i = trainer, i
-    def __call__(self):
-        h = getattr(self.trainer, 'hist', None)
-        return h[-1][self.i] if h else None
-
-class Pix2pixTrainer(StateDictCallback):
+@delegates()
+class Pix2pixTrainer(AdversarialTrainer):
     "Pix2pix: per training batch one D update then one G update; G is the Learner's model and `learn.opt` steps it"
-    check_every = 100   # batches between two reads of the non-finite count (and at each epoch's end)
+    d_names, g_cols, d_cols = ('discriminator',), ('g_gan', 'g_l1'), ('d_real', 'd_fake')
     def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` fitted to the data
                  gan_mode:str='vanilla',   # 'vanilla' (the paper), 'lsgan', 'hinge' or 'wgangp'
                  lambda_l1:float=100.,     # weight of the L1 term in G's loss
-                 d_opt_func=None,          # D's optimizer; defaults to the Learner's `opt_func`
-                 d_lr_mult:float=1.,       # D's lr relative to G's scheduled lr
                  n_critic:int=1,           # D updates per G update
                  gp_weight:float=10.,      # gradient-penalty weight ('wgangp')
-                 clip_g:float|None=None,   # max gradient norm for G
-                 clip_d:float|None=None,   # max gradient norm for D
-                 test_mode:str='eval',     # 'eval' (fastai) or 'paper' (dropout on, batch statistics)
-                 beta:float=0.98,          # smoothing of the reported losses
-                 max_nonfinite:int|None=3, # stop after this many non-finite iterations in a row (`None`: never)
-                 check_grads:bool=False,   # also skip updates whose gradient norm is not finite (one more pass over them)
-                 channels_last:bool=False, # G, D and the batches in channels_last memory format
-                 compile:bool=False,       # `torch.compile` G's and D's forward (in place, for the fit)
-                 export_discriminator:bool=False): # keep D and its optimizer in `learn.export`
-        if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
-        store_attr(but='discriminator')
+                 **kwargs):                # the options of `AdversarialTrainer` (optimizer, precision, clipping, export, ...)
+        super().__init__(**kwargs)
+        store_attr('gan_mode,lambda_l1,n_critic,gp_weight')
         self.discriminator, self.gan_loss = discriminator, GANLoss(gan_mode)
-        self.d_opt = self.g_scaler = self.d_scaler = self.amp_dtype = None
-        self.hist, self._avg, self._n, self.n_skipped, self._row = [], None, 0, 0, 0
-        self._metrics = [ValueMetric(_LastValue(self, i), c) for i, c in enumerate(_cols)]
 
-    def on_train_begin(self, **kwargs):
-        "Set up device, precision, D, the loss columns and the non-finite counts"
-        self.device = _device(self.learn)
-        self.device_type = torch.device(self.device).type
-        self.amp_dtype = _amp_dtype(self.learn, self.device_type)
-        fp16 = self.amp_dtype == torch.float16
-        if fp16 and self.g_scaler is None: self.g_scaler, self.d_scaler = (torch.amp.GradScaler(self.device_type) for _ in '12')
-        if not fp16: self.g_scaler = self.d_scaler = None
-        if self.discriminator is not None: self.discriminator.to(self.device).train()
-        for m in (self.learn.model, self.discriminator): _speed_up(m, self.channels_last, self.compile)
-        if not any(m in self.learn.metrics for m in self._metrics): self.learn.metrics = L(self.learn.metrics) + self._metrics
-        if _in_fit(self.learn):   # not on `validate`: the fit's history stays
-            self.hist, self._avg, self._n = [], None, 0
-            self.n_skipped, self._row = 0, 0   # skipped iterations: in this fit, and in a row
-
-    def autocast(self):
-        return torch.autocast(self.device_type, dtype=self.amp_dtype) if self.amp_dtype else nullcontext()
+    def make_discriminator(self, name, in_ch): return PatchDiscriminator(in_ch=in_ch)
+    def setup_discriminator(self, in_ch:int):
+        "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
+        return self.setup_discriminators({'discriminator': in_ch})['discriminator']
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Enter autocast for G's forward and, if asked, the paper's test mode on validation batches and channels_last batches"
+        "Check that D takes A and B together, then enter autocast (see `AdversarialTrainer`)"
         if train: _check_d_channels(self.discriminator, last_input, last_target)
-        self._test_ctx = paper_test_mode(self.learn.model) if not train and self.test_mode == 'paper' else nullcontext()
-        self._amp_ctx = self.autocast()
-        if train:
-            for p in self.learn.model.parameters(): p.grad = None   # last step's gradients, freed before the forward
-            self._g_stats = _norm_stats(self.learn.model)   # G's forward is about to update them
-        self._test_ctx.__enter__(); self._amp_ctx.__enter__()
-        if self.channels_last: return {'last_input': _cl(last_input), 'last_target': _cl(last_target)}
+        return super().on_batch_begin(last_input, last_target, train, **kwargs)
 
     def on_loss_begin(self, last_output, **kwargs):
         "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32"
-        self._amp_ctx.__exit__(None, None, None)
+        self._leave_autocast()
         return {'last_output': last_output.float()} if self.amp_dtype else None
-
-    def on_backward_begin(self, **kwargs): return {'skip_bwd': True}   # the Learner's own update is replaced...
-    def on_backward_end(self, **kwargs): return {'skip_step': True}    # ...both backward and step (see `core`)
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pix iteration: D update on (A, fake.detach()) and (A, B), then G update through the updated D"
-        self._test_ctx.__exit__(None, None, None)
+        self._leave_contexts()
         if not train: return
         A, B, fake = last_input, last_target, last_output
-        D, G, g_opt = self.setup_discriminator(A.shape[1] + B.shape[1]), self.learn.model, self.learn.opt
-        d_stats = _norm_stats(D)   # copies, to undo the iteration should it be skipped
-        self._sync_d_hypers()
-        D.requires_grad_(True)
-        d_bad = False
+        D = self.setup_discriminator(A.shape[1] + B.shape[1])
+        d_stats, d_bad = _norm_stats(D), False   # copies, to undo the iteration should it be skipped
+        self.d_requires_grad(True)
         for _ in range(self.n_critic):
             self.d_opt.zero_grad()
             with self.autocast():
@@ -227,103 +76,13 @@ class Pix2pixTrainer(StateDictCallback):
                 d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)
                 d_loss = 0.5 * (d_fake + d_real)
                 if self.gan_mode == 'wgangp': d_loss = d_loss + gradient_penalty(D, B, fake.detach(), cond=A, weight=self.gp_weight)
-            d_bad = _step(d_loss, self.d_opt, list(D.parameters()), self.d_scaler, self.clip_d, self.check_grads) | d_bad
-        D.requires_grad_(False)
+            d_bad = self.step_d(d_loss) | d_bad
+        self.d_requires_grad(False)
         with self.autocast():
             g_gan = self.gan_loss(D(torch.cat([A, fake], 1)), True, for_discriminator=False)
             g_l1 = self.lambda_l1 * F.l1_loss(fake.float(), B.float())
-            g_loss = g_gan + g_l1
-        bad = _step(g_loss, g_opt, list(G.parameters()), self.g_scaler, self.clip_g, self.check_grads) | d_bad   # skipped: a flag on the device
-        self._forget_if(bad, self._g_stats, d_stats)
-        self._log(bad, g_gan, g_l1, d_real, d_fake)
-        self._count_nonfinite(bad, epoch, num_batch)
-
-    def setup_discriminator(self, in_ch:int):
-        "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
-        if self.discriminator is None:
-            D = PatchDiscriminator(in_ch=in_ch).to(_device(self.learn)).train()
-            self.discriminator = _speed_up(D, self.channels_last, self.compile)
-        if self.d_opt is None:
-            self.d_opt = (self.d_opt_func or self.learn.opt_func)(list(self.discriminator.parameters()), lr=self.learn.lr)
-        return self.discriminator
-
-    def _sync_d_hypers(self):
-        "D follows G's schedule: this batch's lr (times `d_lr_mult`), mom and wd"
-        g, d = self.learn.opt.hypers[-1], self.d_opt.hypers[0]
-        for k in ('lr', 'mom', 'wd'):
-            if k in g and k in d: self.d_opt.set_hyper(k, float(g[k] * self.d_lr_mult if k == 'lr' else g[k]))
-
-    def _forget_if(self, bad, *stats):
-        "A skipped iteration leaves no trace: BatchNorm statistics back, and fastai's smoothed train loss unchanged"
-        for st in stats: _restore_if(bad, st)
-        rec = getattr(self.learn, 'recorder', None)
-        if rec is not None and torch.is_tensor(self.learn.loss):   # `Recorder` lerps towards `learn.loss`
-            loss = self.learn.loss
-            self.learn.loss = torch.where(bad, rec.smooth_loss.val.to(loss.device, non_blocking=True), loss)
-
-    def _log(self, bad, *vals):
-        "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"
-        v = torch.stack([o.detach().float() for o in vals])
-        prev = torch.zeros_like(v) if self._avg is None else self._avg
-        self._avg = torch.where(bad, prev, torch.lerp(prev, v, 1 - self.beta))
-        self._n += 1
-        self.hist.append(self._avg / (1 - self.beta ** self._n))
-
-    def _count_nonfinite(self, bad, epoch, batch):
-        "Note the flag on the device (no host sync); read the flags every `check_every` batches and at the epoch's end"
-        if batch == 0: self._flags, self._checked, self._epoch_skipped = bad.new_zeros(self.learn.n_iter), 0, 0
-        self._flags[batch] = bad
-        if (batch + 1) % self.check_every == 0 or batch + 1 == self.learn.n_iter: self._check_nonfinite(epoch, batch + 1)
-
-    def _check_nonfinite(self, epoch, upto):
-        "One host sync: count the skipped iterations since the last read, stop after `max_nonfinite` in a row"
-        for b, bad in enumerate(self._flags[self._checked:upto].tolist(), self._checked):
-            self._row = self._row + 1 if bad else 0
-            self.n_skipped += bad; self._epoch_skipped += bad
-            if self._row == self.max_nonfinite:
-                raise NonFiniteError(f"{self._row} training iterations in a row had a non-finite loss or gradients, the last "
-                                     f"of them at epoch {epoch}, batch {b}. Their updates were skipped, so the weights are "
-                                     "those from before them; check the data and the learning rate.")
-        self._checked = upto
-        if upto == self.learn.n_iter and self._epoch_skipped:
-            warnings.warn(f"Pix2pixTrainer: {self._epoch_skipped} iteration(s) of epoch {epoch} skipped: non-finite loss or gradients")
-
-    def state_dict(self):
-        "D, its optimizer, the loss scalers, the smoothed losses and the non-finite counts: all a fit needs to continue exactly"
-        D, sd = self.discriminator, lambda o: None if o is None else o.state_dict()
-        return dict(d_in_ch=getattr(D, 'in_ch', None), discriminator=sd(D), d_opt=sd(self.d_opt),
-                    g_scaler=sd(self.g_scaler), d_scaler=sd(self.d_scaler), hist=torch.stack(self.hist) if self.hist else None,
-                    avg=self._avg, n=self._n, n_skipped=self.n_skipped, row=self._row)
-
-    def load_state_dict(self, sd, with_opt:bool=True):
-        "Continue from `state_dict()`, building D first if needed (scaler states go to the scalers of an fp16 fit)"
-        if sd['discriminator'] is not None:
-            self.setup_discriminator(sd['d_in_ch']).load_state_dict(sd['discriminator'])
-            if with_opt and sd['d_opt'] is not None: self.d_opt.load_state_dict(sd['d_opt'])
-        for k in ('g_scaler', 'd_scaler'):
-            if sd[k] and getattr(self, k) is not None: getattr(self, k).load_state_dict(sd[k])
-        dev = _device(self.learn)
-        self.hist = [] if sd['hist'] is None else list(sd['hist'].to(dev).unbind(0))
-        self._avg, self._n = None if sd['avg'] is None else sd['avg'].to(dev), sd['n']
-        self.n_skipped, self._row = sd['n_skipped'], sd['row']
-
-    def __getstate__(self):
-        state = super().__getstate__()
-        for k in ('_amp_ctx', '_test_ctx', '_g_stats', '_flags'): state.pop(k, None)
-        state.update(hist=[], _avg=None, _n=0)
-        if not self.export_discriminator:
-            for k in ('discriminator', 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
-        return state
-
-# %% ../nbs/04_pix2pix.ipynb #25c7cb63
-class SyncFreeProgressCallback(ProgressCallback):
-    "fastai's progress bars, reading the smoothed loss for the bar every `every` training batches instead of every batch"
-    name = 'progress'   # `learn.progress` as with fastai's, so `learn.no_bar()` works
-    def __init__(self, every:int=20): self.every = every
-    def after_batch(self):
-        self.pbar.update(self.iter+1)
-        if hasattr(self, 'smooth_loss') and self.training and (self.iter+1) % self.every == 0:
-            self.pbar.comment = f'{self.smooth_loss.item():.4f}'   # the one host sync, every `every` batches
+        bad = self.step_g(g_gan + g_l1) | d_bad   # skipped: a flag on the device
+        self.end_iteration(bad, (g_gan, g_l1, d_real, d_fake), epoch, num_batch, d_stats)
 
 # %% ../nbs/04_pix2pix.ipynb #2fce5a90
 def unet_depth(size:int, max_downs:int=8):
@@ -343,34 +102,13 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
         generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
     learn = Learner(dls, generator, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, cbs=L(cbs) + trainer, **kwargs)
-    if type(getattr(learn, 'progress', None)) is ProgressCallback:   # fastai's default bar: one host sync per batch
-        learn.remove_cb(learn.progress); learn.add_cb(SyncFreeProgressCallback())
-    return learn
+    return _sync_free_bar(learn)   # fastai's default bar reads the loss back after every batch
 
 def pix2pix_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
-    "Pix2pix's lr schedule over `pct_train`: `lr` for `n_epochs`, then linearly to ~0 over `n_epochs_decay`, per epoch"
-    total = n_epochs + n_epochs_decay
-    def _sched(pos):
-        epoch = min(int(pos * total + 1e-6), total - 1)
-        return lr * (1 - max(0, epoch + 1 - n_epochs) / (n_epochs_decay + 1))
-    return _sched
+    "Pix2pix's lr schedule: `linear_decay_schedule`"
+    return linear_decay_schedule(lr, n_epochs, n_epochs_decay)
 
 @patch
 def fit_pix2pix(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, **kwargs):
-    "Fit with pix2pix's schedule: constant `lr` for `n_epochs`, then linear decay over `n_epochs_decay`"
-    sched = ParamScheduler({'lr': pix2pix_schedule(lr, n_epochs, n_epochs_decay)})
-    self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)
-
-# %% ../nbs/04_pix2pix.ipynb #409aee49
-@patch
-def plot_losses(self:Pix2pixTrainer, ax=None):
-    "Plot the smoothed G and D losses of the last fit, one value per training batch"
-    import matplotlib.pyplot as plt
-    h = torch.stack(self.hist).float().cpu().numpy() if self.hist else None
-    if ax is None: _, axs = plt.subplots(1, 2, figsize=(10, 3.5))
-    else: axs = ax
-    if h is None: return axs
-    axs[0].plot(h[:, 0], label='g_gan'); axs[0].plot(h[:, 1], label='g_l1'); axs[0].set_title('generator')
-    axs[1].plot(h[:, 2], label='d_real'); axs[1].plot(h[:, 3], label='d_fake'); axs[1].set_title('discriminator')
-    for a in axs: a.set_xlabel('iteration'); a.legend()
-    return axs
+    "Fit with pix2pix's schedule: `fit_gan`"
+    self.fit_gan(n_epochs, n_epochs_decay, lr=lr, cbs=cbs, **kwargs)
