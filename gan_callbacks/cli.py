@@ -305,7 +305,7 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
     cbs = [CSVLogger(fname='history.csv'), grid, GANCheckpoint(resume=resume)] + ([MappingL1(*truth)] if truth else [])
     print(f"Training CycleGAN on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B training images, "
           f"{crop_size}px, {n_blocks} residual blocks, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
-    learn.fit_pix2pix(epochs, epochs_decay, lr=lr, cbs=cbs)
+    learn.fit_gan(epochs, epochs_decay, lr=lr, cbs=cbs)
     learn.export('generator.pkl')
     summary = dict(epochs=len(learn.recorder.values), data=str(data))
     if truth:
