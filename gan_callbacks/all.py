@@ -12,7 +12,8 @@ from .losses import *
 from .data import *
 from .gan import *
 from .pix2pix import *
+from .cyclegan import *
 from .checkpoint import *
 from .cli import *
-from . import core, models, losses, data, gan, pix2pix, checkpoint, cli
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, checkpoint, cli) for n in m.__all__))
+from . import core, models, losses, data, gan, pix2pix, cyclegan, checkpoint, cli
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, cyclegan, checkpoint, cli) for n in m.__all__))
