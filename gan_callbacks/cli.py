@@ -18,6 +18,7 @@ from fastai.metrics import ValueMetric
 from fastai.data.transforms import get_image_files
 from .models import UnetGenerator, ResnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
+from .cyclegan import cyclegan_learner
 from .checkpoint import GANCheckpoint
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
 
@@ -287,7 +288,6 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
                    crop_size=256, lr=2e-4, ngf=64, n_blocks=9, precision='fp32', gan_mode='lsgan', lambda_a=10.,
                    lambda_b=10., lambda_idt=0.5, pool_size=50, resume=False, n_samples=4, seed=None):
     "Train CycleGAN on unpaired folder `data` (or the built-in sample) and write log, sample grids, summary and the generators to `out`"
-    from gan_callbacks.cyclegan import cyclegan_learner
     out = _check_train(data, sample, epochs, epochs_decay, bs, lr, out, seed)
     if n_blocks < 0: raise CLIError(f"--n-blocks must be at least 0, got {n_blocks}")
     if sample:
