@@ -6,8 +6,10 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 DEMO_OUT ?= demo_out
 DEMO_ARGS ?= --epochs 5 --epochs-decay 5 --bs 4 --load-size 72 --crop-size 64 --ngf 32 --lr 2e-4 --seed 0
+CYCLEGAN_OUT ?= cyclegan_demo_out
+CYCLEGAN_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --lambda-idt 0 --seed 0
 
-.PHONY: install demo test check-export pytest nbtest bench readme clean
+.PHONY: install demo demo-cyclegan test check-export pytest nbtest bench readme clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -20,6 +22,10 @@ install: $(STAMP)
 ## Train pix2pix on the built-in sample data and write the results to $(DEMO_OUT)/
 demo: install
 	$(BIN)/gan_callbacks train --sample --out $(DEMO_OUT) $(DEMO_ARGS)
+
+## Train CycleGAN on the built-in unpaired sample (A: photos, B: negatives of other photos) into $(CYCLEGAN_OUT)/
+demo-cyclegan: install
+	$(BIN)/gan_callbacks train --model cyclegan --sample --out $(CYCLEGAN_OUT) $(CYCLEGAN_ARGS)
 
 ## Everything CI checks: the library matches the notebooks, pytest, and the notebooks run
 test: install check-export pytest nbtest
@@ -46,4 +52,4 @@ bench: install
 	$(BIN)/python benchmarks/bench_step.py
 
 clean:
-	rm -rf $(DEMO_OUT) .pytest_cache _proc _docs
+	rm -rf $(DEMO_OUT) $(CYCLEGAN_OUT) .pytest_cache _proc _docs

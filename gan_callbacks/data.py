@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastcore.parallel import parallel
 from fastai.vision.all import *
@@ -412,9 +412,8 @@ def sample_pairs(path=None, n_train=400, n_valid=40, size=128, kind='colorize', 
 
 # %% ../nbs/03_data.ipynb #29b14350
 def sample_mapping(im):
-    "The A -> B mapping of `sample_unpaired`: RGB image `im` with its channels rotated, R, G, B -> B, R, G"
-    r,g,b = im.convert('RGB').split()
-    return Image.merge('RGB', (b, r, g))
+    "The A -> B mapping of `sample_unpaired`: the negative of RGB image `im`, each channel value v becoming 255 - v"
+    return ImageOps.invert(im.convert('RGB'))
 
 def _crop(photo, box=None, size=128): return photo.resize((size, size), Image.Resampling.BICUBIC, box=box)
 def _mapped_crop(photo, box=None, size=128): return sample_mapping(_crop(photo, box, size))
@@ -429,7 +428,7 @@ def _write_unpaired(path, size, n_train, n_test, seed, min_scale=0.3, **kwargs):
 # %% ../nbs/03_data.ipynb #e0406892
 def sample_unpaired(path=None, n_train=400, n_test=40, size=128, seed=42, force=False) -> Path:
     "Path of a small CycleGAN dataset cut from scikit-image's photos: B is other crops with their colours mapped by `sample_mapping`"
-    info = dict(version=1, size=size, n_train=n_train, n_test=n_test, seed=seed)
+    info = dict(version=2, size=size, n_train=n_train, n_test=n_test, seed=seed)
     if path is None:
         custom = (n_train, n_test, seed)!=(400, 40, 42)
         path = gan_callbacks_home()/(f'sample_unpaired_{size}' + (f'_{n_train}_{n_test}_{seed}' if custom else ''))

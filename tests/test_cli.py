@@ -1,11 +1,12 @@
 "The `gan_callbacks` command end to end on a tiny sample, and its errors."
-import json, subprocess, sys, csv
+import json, subprocess, sys, csv, shutil
 from pathlib import Path
+import numpy as np
 import pytest, torch
 from PIL import Image
 from fastai.learner import load_learner
 from gan_callbacks.cli import main, image_grid, translate_image
-from gan_callbacks.data import sample_pairs
+from gan_callbacks.data import sample_pairs, sample_unpaired
 
 
 @pytest.fixture(scope='module')
@@ -240,3 +241,91 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
     learn = pix2pix_learner(dls, generator=UnetGenerator(num_downs=5, ngf=8), path=out, model_dir='checkpoints')
     ck = load_checkpoint(learn, saved)
     assert ck['interrupted'] is not None and ck['epoch'] == len(rows) - 1
+
+# ---------------------------------------------------------------- CycleGAN
+
+
+@pytest.fixture(scope='module')
+def tiny_unpaired(tmp_path_factory):
+    return sample_unpaired(tmp_path_factory.mktemp('home')/'unpaired', n_train=8, n_test=2, size=32)
+
+CYCLEGAN_TINY = ['--epochs', 1, '--epochs-decay', 1, '--bs', 2, '--load-size', 36, '--crop-size', 32, '--ngf', 4,
+                 '--n-blocks', 1, '--n-samples', 2, '--pool-size', 4, '--lr', 1e-3]
+
+@pytest.fixture(scope='module')
+def trained_cyclegan(tiny_unpaired, tmp_path_factory):
+    out = tmp_path_factory.mktemp('cyclegan')
+    assert run(['train', '--model', 'cyclegan', '--data', tiny_unpaired, '--out', out, *CYCLEGAN_TINY]) == 0
+    return out
+
+def test_cyclegan_train_writes_everything(trained_cyclegan, tiny_unpaired):
+    names = sorted(f.name for f in trained_cyclegan.iterdir())
+    assert names == ['checkpoints', 'generator.pkl', 'history.csv', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
+    rows = list(csv.DictReader(open(trained_cyclegan/'history.csv')))
+    assert len(rows) == 2 and {'true_l1', 'g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b', 'd_a', 'd_b'} <= set(rows[0])
+    s = json.loads((trained_cyclegan/'summary.json').read_text())
+    assert s['true_l1'] == pytest.approx([float(r['true_l1']) for r in rows], rel=1e-5)
+    assert (s['first_true_l1'], s['final_true_l1']) == (s['true_l1'][0], s['true_l1'][-1]) and s['epochs'] == 2
+    # the baselines, computed here from the files: A unchanged, and the mean training B against the true B
+    load = lambda f: np.asarray(Image.open(f).convert('RGB').resize((32, 32), Image.Resampling.BICUBIC), dtype=np.float64) / 127.5 - 1
+    a = np.stack([load(f) for f in sorted((tiny_unpaired/'testA').iterdir())])
+    t = np.stack([load(tiny_unpaired/'testA_true'/f.name) for f in sorted((tiny_unpaired/'testA').iterdir())])
+    assert s['identity_l1'] == pytest.approx(np.abs(a - t).mean(), rel=1e-4)
+    assert 0.1 < s['mean_b_l1'] < 1 and 0 < s['final_true_l1'] < 2
+    grid = Image.open(trained_cyclegan/'samples_epoch001.png')
+    assert grid.size == (3*(32+4), 2*(32+4))          # A | G_A(A) | true B, 2 examples
+    true_b = np.asarray(grid)[2+36:2+36+32, 2+72:2+72+32]   # second row, third column: the true B of testA 0001
+    assert np.abs(true_b.astype(int) - np.asarray(Image.open(tiny_unpaired/'testA_true'/'0001.png').resize((32, 32)))).max() <= 1
+
+def test_cyclegan_translate_both_directions(trained_cyclegan, tiny_unpaired, tmp_path):
+    for d, src in (('AtoB', 'testA'), ('BtoA', 'testB')):
+        assert run(['translate', '--model', trained_cyclegan/'generator.pkl', '--input', tiny_unpaired/src,
+                    '--output', tmp_path/d, '--direction', d]) == 0
+        assert sorted(f.name for f in (tmp_path/d).iterdir()) == sorted(f.name for f in (tiny_unpaired/src).iterdir())
+    src = tiny_unpaired/'testA'/'0000.png'
+    assert run(['translate', '--model', trained_cyclegan/'generator.pkl', '--input', src, '--output', tmp_path/'ba', '--direction', 'BtoA']) == 0
+    assert not np.array_equal(np.asarray(Image.open(tmp_path/'ba'/'0000.png')), np.asarray(Image.open(tmp_path/'AtoB'/'0000.png')))
+    learn = load_learner(trained_cyclegan/'generator.pkl')
+    assert translate_image(learn, src, direction='BtoA').size == (32, 32)
+
+def test_cyclegan_without_truth_and_resume(tiny_unpaired, tmp_path):
+    data = tmp_path/'data'
+    for f in ('trainA', 'trainB', 'testA', 'testB'): shutil.copytree(tiny_unpaired/f, data/f)
+    args = ['train', '--model', 'cyclegan', '--data', data, '--out', tmp_path/'o', *CYCLEGAN_TINY[2:], '--epochs-decay', 0, '--seed', 0]
+    assert run(args + ['--epochs', 1]) == 0
+    s = json.loads((tmp_path/'o'/'summary.json').read_text())
+    assert 'true_l1' not in s and s['epochs'] == 1
+    assert run(args + ['--epochs', 2, '--resume']) == 0
+    rows = list(csv.DictReader(open(tmp_path/'o'/'history.csv')))
+    assert [r['epoch'] for r in rows] == ['0', '1'] and 'true_l1' not in rows[0]
+
+def test_cyclegan_bad_input(tiny_unpaired, tmp_path, capsys):
+    data = tmp_path/'data'
+    for f in ('trainA', 'testA', 'testB'): shutil.copytree(tiny_unpaired/f, data/f)
+    base = ['train', '--model', 'cyclegan', '--data', data, '--out', tmp_path/'o', *CYCLEGAN_TINY]
+    assert run(base) == 2
+    assert f"Folder not found: {data/'trainB'}" in capsys.readouterr().err
+    (data/'trainB').mkdir()
+    assert run(base) == 2
+    assert f"No image files in {data/'trainB'}" in capsys.readouterr().err
+    shutil.copytree(tiny_unpaired/'trainB', data/'trainB', dirs_exist_ok=True)
+    shutil.copytree(tiny_unpaired/'testA_true', data/'testA_true')
+    (data/'testA_true'/'0001.png').unlink()
+    assert run(base) == 2
+    assert 'has no true B image for 0001.png' in capsys.readouterr().err
+    assert not (tmp_path/'o'/'checkpoints').exists()      # nothing trained
+
+@pytest.mark.parametrize('argv,msg', [
+    (['train', '--sample', '--lambda-a', '5'], '--lambda-a is an option of --model cyclegan'),
+    (['train', '--sample', '--model', 'cyclegan', '--lambda-l1', '5'], '--lambda-l1 is an option of --model pix2pix'),
+    (['train', '--sample', '--model', 'cyclegan', '--direction', 'BtoA'], '--direction is an option of --model pix2pix'),
+    (['train', '--sample', '--model', 'cyclegan', '--n-blocks', '-1'], '--n-blocks must be at least 0'),
+    (['train', '--model', 'cyclegan', '--data', '/no/such/dir'], '--data /no/such/dir: no such directory'),
+])
+def test_cyclegan_bad_arguments_exit_2(argv, msg, capsys):
+    assert run(argv) == 2
+    assert msg in capsys.readouterr().err
+
+def test_pix2pix_generator_has_no_BtoA(trained, tiny, tmp_path, capsys):
+    assert run(['translate', '--model', trained/'generator.pkl', '--input', tiny/'val', '--output', tmp_path, '--direction', 'BtoA']) == 2
+    assert 'translates A -> B only' in capsys.readouterr().err

@@ -459,9 +459,10 @@ def test_unpaired_bad_folders(tmp_path):
 def test_sample_mapping():
     im = Image.fromarray(noise(5, 7))
     out = np.asarray(sample_mapping(im))
-    assert np.array_equal(out, np.asarray(im)[..., [2, 0, 1]])
-    assert np.array_equal(np.asarray(sample_mapping(sample_mapping(sample_mapping(im)))), np.asarray(im))   # a rotation
-    assert sample_mapping(im.convert('L')).mode == 'RGB'
+    assert np.array_equal(out, 255 - np.asarray(im))
+    assert np.array_equal(np.asarray(sample_mapping(Image.fromarray(out))), np.asarray(im))   # its own inverse
+    gray = sample_mapping(im.convert('L'))
+    assert gray.mode == 'RGB' and np.array_equal(np.asarray(gray)[..., 0], 255 - np.asarray(im.convert('L')))
 
 def test_sample_unpaired_layout_and_truth(home):
     p = sample_unpaired(n_train=10, n_test=4, size=16)
@@ -477,7 +478,7 @@ def test_sample_unpaired_layout_and_truth(home):
         assert rl <= l and rt <= t and l + s <= rr and t + s <= rb
     for f in sorted((p/'testA').iterdir()):
         assert {k: v for k, v in by['testA_true', f.name].items() if k != 'split'} == {k: v for k, v in by['testA', f.name].items() if k != 'split'}
-        assert np.array_equal(np.asarray(Image.open(p/'testA_true'/f.name)), np.asarray(Image.open(f))[..., [2, 0, 1]])
+        assert np.array_equal(np.asarray(Image.open(p/'testA_true'/f.name)), 255 - np.asarray(Image.open(f)))
     # B is other crops than A, mapped: no B image is the mapping of an A image
     key = lambda r: (r['photo'], r['left'], r['top'], r['side'])
     assert not {key(by['trainA', f'{i:04d}.png']) for i in range(10)} & {key(by['trainB', f'{i:04d}.png']) for i in range(10)}
@@ -485,7 +486,7 @@ def test_sample_unpaired_layout_and_truth(home):
     rb = by['trainB', '0000.png']
     photo = _photo(rb['photo'])
     l, t, s = int(rb['left']), int(rb['top']), int(rb['side'])
-    crop = np.asarray(photo.resize((16, 16), BICUBIC, box=(l, t, l+s, t+s)))[..., [2, 0, 1]].astype(int)
+    crop = 255 - np.asarray(photo.resize((16, 16), BICUBIC, box=(l, t, l+s, t+s))).astype(int)
     assert np.abs(crop - b).mean() < 12       # the mapped crop (cut here from the full-size photo)
     assert sample_unpaired(n_train=10, n_test=4, size=16) == p and read_dir(p) == read_dir(sample_unpaired(home/'x', n_train=10, n_test=4, size=16))
 
