@@ -1,6 +1,7 @@
 "One process of the 2-process tests in test_distributed.py (`python distrib_worker.py OUT [cyclegan]`): pix2pix, 3 iterations, then rank 1 is killed; or CycleGAN, 3 iterations."
 import os, sys, signal, warnings
 import torch
+import torch.distributed as dist
 from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, SGD, partial, first
 from fastai.data.core import TfmdLists, Datasets
 import fastai.callback.progress  # Learner.no_bar
@@ -60,6 +61,18 @@ def nets(learn):
     "The state of the generator (`G`) and of every discriminator, by name"
     return {'G': unwrap(learn.model).state_dict(), **{k: D.state_dict() for k, D in trainer(learn).discriminators.items()}}
 
+class Reduced(Callback):
+    "The number of elements this process all-reduces itself in each training batch (DDP reduces G's gradients in its own way)"
+    def before_fit(self):
+        self.counts, self.orig = [], dist.all_reduce
+        def counted(t, *args, **kwargs):
+            if self.training: self.counts[-1] += t.numel()
+            return self.orig(t, *args, **kwargs)
+        dist.all_reduce = counted
+    def before_batch(self):
+        if self.training: self.counts.append(0)
+    def after_fit(self): dist.all_reduce = self.orig
+
 class Dump(Callback):
     "After epoch 0 (3 iterations), write this process's networks, optimizer states and image pools to `out/state{rank}.pt`"
     order = 70
@@ -68,7 +81,8 @@ class Dump(Callback):
         if self.epoch: return
         t = trainer(self.learn)
         pools = {k: getattr(t, k).state_dict() for k in ('pool_a', 'pool_b') if hasattr(t, k)}
-        torch.save(dict(nets=nets(self.learn), opt=self.opt.state_dict(), d_opt=t.d_opt.state_dict(), pools=pools),
+        torch.save(dict(nets=nets(self.learn), opt=self.opt.state_dict(), d_opt=t.d_opt.state_dict(), pools=pools,
+                        reduced=self.learn.reduced.counts),
                    os.path.join(self.out, f'state{rank_distrib()}.pt'))
 
 class Die(Callback):
@@ -81,7 +95,7 @@ if __name__ == '__main__':
     path = os.path.join(out, f'rank{rank}')
     # different initial weights on each rank: rank 0's must win
     learn = make_cyclegan(path, seed=rank) if cycle else make_learner(path, seed=rank)
-    learn.add_cbs([Dump(out)] + ([Die()] if rank == 1 and not cycle else []))
+    learn.add_cbs([Reduced(), Dump(out)] + ([Die()] if rank == 1 and not cycle else []))
     with warnings.catch_warnings(), learn.no_bar(), learn.no_logging(), learn.distrib_ctx():
         warnings.simplefilter('ignore')
         learn.fit(1 if cycle else 3, LR)
