@@ -10,8 +10,6 @@ from torch import nn
 import torch.nn.functional as F
 from fastcore.basics import store_attr
 from fastcore.meta import delegates
-from fastcore.foundation import L
-from fastai.learner import Learner
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
 from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _gan_learner
