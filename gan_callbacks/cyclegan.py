@@ -10,11 +10,10 @@ from torch import nn
 import torch.nn.functional as F
 from fastcore.basics import store_attr
 from fastcore.meta import delegates
-from fastcore.foundation import L
-from fastai.learner import Learner
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
-from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _sync_free_bar
+from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _gan_learner
+from .distributed import unwrap
 
 # %% auto #0
 __all__ = ['ImagePool', 'CycleGANModel', 'CycleGANTrainer', 'cyclegan_learner']
@@ -97,7 +96,7 @@ class CycleGANTrainer(AdversarialTrainer):
         if getattr(self.learn.loss_func, '__self__', None) is not self:
             raise ValueError("CycleGANTrainer trains the generators on its own loss: build the Learner with "
                              "`loss_func=trainer.generator_loss` (`cyclegan_learner` does)")
-        self.learn.model.identity = self.lambda_idt > 0
+        unwrap(self.learn.model).identity = self.lambda_idt > 0
         super().on_train_begin(**kwargs)
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
@@ -180,5 +179,4 @@ def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:
     trainer = CycleGANTrainer(d_a, d_b, gan_mode=gan_mode, lambda_a=lambda_a, lambda_b=lambda_b, lambda_idt=lambda_idt,
                               pool_size=pool_size, **(trainer_kwargs or {}))
     model = CycleGANModel(g_a, g_b, identity=lambda_idt > 0)
-    learn = Learner(dls, model, loss_func=trainer.generator_loss, opt_func=opt_func, cbs=L(cbs) + trainer, **kwargs)
-    return _sync_free_bar(learn)
+    return _gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

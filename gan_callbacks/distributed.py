@@ -106,7 +106,7 @@ class GlooDistributedDL(DistributedDL):
     def _broadcast(self, t, rank):
         t = torch.tensor(t, dtype=torch.long, device=_comm_device())
         dist.broadcast(t, rank)
-        return t.cpu().tolist()   # once per epoch
+        return [tuple(o) if isinstance(o, list) else o for o in t.cpu().tolist()]   # once per epoch; index tuples stay tuples
     @property
     def rng(self): return self.dl.rng   # the shuffling generator (rank 0's is the one used), for checkpoints
     @property
@@ -127,6 +127,7 @@ class DistributedGAN(Callback):
     def __init__(self, timeout:float=600.): store_attr()   # seconds a collective waits for the other processes
 
     def before_fit(self):
+        _ddp_params.clear()   # left over if the last fit ended in an exception
         self.dt = first(cb for cb in self.learn.cbs if isinstance(cb, DistributedTrainer))
         if self.dt is None or num_distrib() < 2: return
         if torch.device(self.learn.dls.device or 'cpu').type == 'cpu': self._cpu_fixes()

@@ -19,7 +19,7 @@ from fastai.callback.schedule import ParamScheduler
 from fastai.callback.progress import ProgressCallback
 from fastai.torch_core import default_device
 from .core import StateDictCallback
-from .distributed import is_distributed, average_grads, share_module
+from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
 __all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback',
@@ -444,6 +444,12 @@ def _sync_free_bar(learn):
     if type(getattr(learn, 'progress', None)) is ProgressCallback:
         learn.remove_cb(learn.progress); learn.add_cb(SyncFreeProgressCallback())
     return learn
+
+def _gan_learner(dls, model, trainer, cbs=None, **kwargs):
+    "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"
+    cbs = L(cbs) + trainer
+    if not any(isinstance(cb, DistributedGAN) for cb in cbs): cbs += DistributedGAN()
+    return _sync_free_bar(Learner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch
 
 # %% ../nbs/04a_gan.ipynb #61ff522b
 def linear_decay_schedule(lr:float, n_epochs:int, n_epochs_decay:int):

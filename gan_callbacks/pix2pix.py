@@ -15,10 +15,9 @@ from fastai.losses import L1LossFlat
 from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 from .gan import AdversarialTrainer, pix2pix_adam, paper_test_mode, NonFiniteError, SyncFreeProgressCallback, \
-    linear_decay_schedule, _norm_stats, _sync_free_bar
+    linear_decay_schedule, _norm_stats, _gan_learner
 
 _all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `gan`, used with pix2pix
-from .distributed import DistributedGAN
 
 # %% auto #0
 __all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule', 'pix2pix_adam', 'paper_test_mode',
@@ -102,8 +101,7 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
                                        "pick another crop size or pass a `generator`")
         generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
-    learn = Learner(dls, generator, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, cbs=L(cbs) + [trainer, DistributedGAN()], **kwargs)
-    return _sync_free_bar(learn)   # fastai's default bar reads the loss back after every batch
+    return _gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
 def pix2pix_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
     "Pix2pix's lr schedule: `linear_decay_schedule`"

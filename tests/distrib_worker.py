@@ -1,11 +1,16 @@
-"One process of the 2-process test in test_distributed.py (`python distrib_worker.py OUT`): 3 iterations, then rank 1 is killed."
+"One process of the 2-process tests in test_distributed.py (`python distrib_worker.py OUT [cyclegan]`): pix2pix, 3 iterations, then rank 1 is killed; or CycleGAN, 3 iterations."
 import os, sys, signal, warnings
 import torch
-from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, SGD, partial
+import torch.distributed as dist
+from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, SGD, partial, first
+from fastai.data.core import TfmdLists, Datasets
 import fastai.callback.progress  # Learner.no_bar
 from fastai.distributed import rank_distrib
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator
+from gan_callbacks.data import UnpairedDL
+from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.pix2pix import Pix2pixTrainer
+from gan_callbacks.cyclegan import cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
 from gan_callbacks.distributed import DistributedGAN, unwrap
 
@@ -27,15 +32,58 @@ def make_learner(path, seed, bs=2, data=None, **kw):
     return Learner(dls, G, loss_func=L1LossFlat(), opt_func=partial(SGD, mom=0.9), path=path,
                    cbs=[Pix2pixTrainer(D), DistributedGAN(), GANCheckpoint(**kw)])
 
+def tiny_d(seed, name, in_ch=3):
+    "A tiny instance-norm PatchGAN drawn under (`seed`, `name`), the global random state left alone"
+    with torch.random.fork_rng():
+        torch.manual_seed(10 * seed + ('d_a', 'd_b').index(name))
+        return PatchDiscriminator(in_ch=in_ch, ndf=4, n_layers=1, norm='instance')
+
+def unpaired_dls(data, bs):
+    "Unshuffled `UnpairedDL`s (item i of A with item i of B) over the (A, B) pairs `data`, validated on the first 4"
+    n, val = len(data), data[:4]
+    splits = [list(range(n)), list(range(n, n + len(val)))]
+    tls = [TfmdLists([o[i] for o in data + val], None, splits=splits) for i in (0, 1)]
+    dls = Datasets(tls=tls, n_inp=2).dataloaders(bs=bs, shuffle=False, device='cpu', dl_type=UnpairedDL)
+    dls.in_ch = dls.out_ch = 3
+    return dls
+
+def make_cyclegan(path, seed, bs=2, data=None, **kw):
+    "Tiny CycleGAN from `cyclegan_learner`, generators drawn under `seed`, discriminators built at the first batch (under `seed`)"
+    set_seed(seed)
+    learn = cyclegan_learner(unpaired_dls(data or items(), bs), ResnetGenerator(ngf=4, n_blocks=1), ResnetGenerator(ngf=4, n_blocks=1),
+                             opt_func=partial(SGD, mom=0.9), cbs=GANCheckpoint(**kw), path=path)
+    trainer(learn).make_discriminator = partial(tiny_d, seed)
+    return learn
+
+def trainer(learn): return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
+
+def nets(learn):
+    "The state of the generator (`G`) and of every discriminator, by name"
+    return {'G': unwrap(learn.model).state_dict(), **{k: D.state_dict() for k, D in trainer(learn).discriminators.items()}}
+
+class Reduced(Callback):
+    "The number of elements this process all-reduces itself in each training batch (DDP reduces G's gradients in its own way)"
+    def before_fit(self):
+        self.counts, self.orig = [], dist.all_reduce
+        def counted(t, *args, **kwargs):
+            if self.training: self.counts[-1] += t.numel()
+            return self.orig(t, *args, **kwargs)
+        dist.all_reduce = counted
+    def before_batch(self):
+        if self.training: self.counts.append(0)
+    def after_fit(self): dist.all_reduce = self.orig
+
 class Dump(Callback):
-    "After epoch 0 (3 iterations), write this process's networks and optimizer states to `out/state{rank}.pt`"
+    "After epoch 0 (3 iterations), write this process's networks, optimizer states and image pools to `out/state{rank}.pt`"
     order = 70
     def __init__(self, out): self.out = out
     def after_epoch(self):
         if self.epoch: return
-        t = self.pix2pix_trainer
-        torch.save(dict(G=unwrap(self.model).state_dict(), D=t.discriminator.state_dict(), opt=self.opt.state_dict(),
-                        d_opt=t.d_opt.state_dict()), os.path.join(self.out, f'state{rank_distrib()}.pt'))
+        t = trainer(self.learn)
+        pools = {k: getattr(t, k).state_dict() for k in ('pool_a', 'pool_b') if hasattr(t, k)}
+        torch.save(dict(nets=nets(self.learn), opt=self.opt.state_dict(), d_opt=t.d_opt.state_dict(), pools=pools,
+                        reduced=self.learn.reduced.counts),
+                   os.path.join(self.out, f'state{rank_distrib()}.pt'))
 
 class Die(Callback):
     "This process is killed in the middle of epoch 1"
@@ -43,9 +91,11 @@ class Die(Callback):
         if self.training and self.epoch == 1 and self.iter == 1: os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == '__main__':
-    out, rank = sys.argv[1], rank_distrib()
-    learn = make_learner(os.path.join(out, f'rank{rank}'), seed=rank)   # different initial weights: rank 0's must win
-    learn.add_cbs([Dump(out)] + ([Die()] if rank == 1 else []))
+    out, rank, cycle = sys.argv[1], rank_distrib(), sys.argv[2:] == ['cyclegan']
+    path = os.path.join(out, f'rank{rank}')
+    # different initial weights on each rank: rank 0's must win
+    learn = make_cyclegan(path, seed=rank) if cycle else make_learner(path, seed=rank)
+    learn.add_cbs([Reduced(), Dump(out)] + ([Die()] if rank == 1 and not cycle else []))
     with warnings.catch_warnings(), learn.no_bar(), learn.no_logging(), learn.distrib_ctx():
         warnings.simplefilter('ignore')
-        learn.fit(3, LR)
+        learn.fit(1 if cycle else 3, LR)

@@ -1,4 +1,4 @@
-"Two CPU processes over gloo: ranks identical, equal to one process on the global batches, rank-0-only files, a killed rank, resume on one process."
+"Two CPU processes over gloo, pix2pix and CycleGAN: ranks identical, equal to one process on the global batches, rank-0-only files, a killed rank, resume on one process."
 import sys, time, warnings
 from pathlib import Path
 import pytest, torch
@@ -7,7 +7,9 @@ from fastai.callback.core import Callback
 from gan_callbacks.distributed import launch
 from gan_callbacks.checkpoint import load_checkpoint
 sys.path.insert(0, str(Path(__file__).parent))
-from distrib_worker import make_learner, items, LR
+from distrib_worker import make_learner, make_cyclegan, items, nets, trainer, tiny_d, LR
+
+WORKER = str(Path(__file__).parent/'distrib_worker.py')
 
 def same(a, b):
     "Bitwise equal nested state"
@@ -31,47 +33,65 @@ def fit(learn, n):
         warnings.simplefilter('ignore')
         learn.fit(n, LR)
 
+@pytest.fixture(scope='module', autouse=True)
+def one_thread():
+    "One thread in this process: on a busy 2-core machine two threads wait on each other, ten times slower"
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
+def d_size(s): return sum(v.numel() for k, sd in s['nets'].items() if k != 'G' for v in sd.values())
+
+def copy(sd): return {k: v.clone() for k, v in sd.items()}
+
+def files(d): return sorted(str(p.relative_to(d)) for p in d.rglob('*') if p.is_file())
+
+class Keep(Callback):
+    "A copy of the networks (and image pools) after epoch 0"
+    def after_epoch(self):
+        if self.epoch: return
+        t = trainer(self.learn)
+        self.nets = {k: copy(v) for k, v in nets(self.learn).items()}
+        self.pools = {k: getattr(t, k).state_dict() for k in ('pool_a', 'pool_b') if hasattr(t, k)}
+
+# --- pix2pix
+
 @pytest.fixture(scope='module')
 def run(tmp_path_factory):
     "One 2-process launch: 3 iterations (epoch 0, checkpointed), then rank 1 is killed in epoch 1"
     out = tmp_path_factory.mktemp('distrib')
     t0 = time.time()
-    with pytest.raises(ChildFailedError) as e:
-        launch([sys.executable, str(Path(__file__).parent/'distrib_worker.py'), str(out)], nproc=2)
+    with pytest.raises(ChildFailedError) as e: launch([sys.executable, WORKER, str(out)], nproc=2)
     return out, e.value, time.time() - t0
 
 def test_ranks_identical(run):
     out = run[0]
     s0, s1 = (torch.load(out/f'state{r}.pt', weights_only=False) for r in (0, 1))
-    for k in ('G', 'D', 'opt', 'd_opt'): assert same(s0[k], s1[k]), k
+    for k in ('nets', 'opt', 'd_opt'): assert same(s0[k], s1[k]), k
+    # each iteration all-reduces D's gradients and two skip flags (D's step, G's): DDP alone averages G's gradients
+    assert s0['reduced'] == [d_size(s0) + 2] * 3
     init = make_learner(out/'x', seed=1)   # rank 1's own initial G: replaced by rank 0's
-    assert rel_err(init.model.state_dict(), s1['G']) > 0.1
-
-class Keep(Callback):
-    "A copy of G and D after epoch 0"
-    def after_epoch(self):
-        if self.epoch == 0: self.states = [{k: v.clone() for k, v in m.state_dict().items()} for m in (self.model, self.pix2pix_trainer.discriminator)]
+    assert rel_err(init.model.state_dict(), s1['nets']['G']) > 0.1
 
 @pytest.fixture(scope='module')
 def one_process(tmp_path_factory):
     "The same training on one process, batches of 2b: rank 0's initial weights, 2 epochs"
     learn = make_learner(tmp_path_factory.mktemp('ref'), seed=0, bs=4, data=global_batches())
     learn.add_cb(Keep())
-    init = {k: v.clone() for k, v in learn.model.state_dict().items()}
+    init = copy(learn.model.state_dict())
     fit(learn, 2)
     return learn, init
 
 def test_equals_one_process(run, one_process):
     "Batch b on each of 2 processes == batch 2b on one, for G and for D: both networks' gradients are averaged"
-    s0 = torch.load(run[0]/'state0.pt', weights_only=False)
-    (G, D), init = one_process[0].keep.states, one_process[1]
-    assert rel_err(G, s0['G']) < 1e-5 and rel_err(D, s0['D']) < 1e-5
-    assert rel_err(init, G) > 1e-3   # the weights did move
+    s0 = torch.load(run[0]/'state0.pt', weights_only=False)['nets']
+    ref, init = one_process[0].keep.nets, one_process[1]
+    for k in ('G', 'discriminator'): assert rel_err(ref[k], s0[k]) < 1e-5, k
+    assert rel_err(init, ref['G']) > 1e-3   # the weights did move
 
 def test_only_rank0_writes(run):
     out = run[0]
-    assert [p.name for p in (out/'rank0').rglob('*') if p.is_file()] == ['gan_epoch0.pth']
-    assert not [p for p in (out/'rank1').rglob('*') if p.is_file()]
+    assert files(out/'rank0') == ['models/gan_epoch0.pth'] and files(out/'rank1') == []
 
 def test_killed_rank(run):
     "The killed rank ends the launch with an error naming it; the others do not hang; the last checkpoint loads"
@@ -87,5 +107,74 @@ def test_resume_on_one_process(run, one_process):
     learn = make_learner(run[0]/'res', seed=7, bs=4, data=global_batches(), resume=run[0]/'rank0'/'models'/'gan_epoch0.pth')
     fit(learn, 2)
     assert learn.gan_checkpoint.resumed_from is not None
-    assert rel_err(ref.model.state_dict(), learn.model.state_dict()) < 1e-5
-    assert rel_err(ref.pix2pix_trainer.discriminator.state_dict(), learn.pix2pix_trainer.discriminator.state_dict()) < 1e-5
+    for k, v in nets(ref).items(): assert rel_err(v, nets(learn)[k]) < 1e-5, k
+
+# --- CycleGAN: `cyclegan_learner`, unpaired loaders, discriminators built at the first batch, image pools of 50
+# (still filling after 3 iterations: they return each fake as it comes, so the runs compare exactly)
+
+@pytest.fixture(scope='module')
+def cycle_run(tmp_path_factory):
+    "One 2-process CycleGAN launch: 3 iterations of batch 2 per process, checkpointed"
+    out = tmp_path_factory.mktemp('cycle')
+    launch([sys.executable, WORKER, str(out), 'cyclegan'], nproc=2)
+    return out
+
+@pytest.fixture(scope='module')
+def cycle_one_process(tmp_path_factory):
+    "The same CycleGAN training on one process, batches of 4: rank 0's initial weights, 2 epochs"
+    learn = make_cyclegan(tmp_path_factory.mktemp('cref'), seed=0, bs=4, data=global_batches())
+    learn.add_cb(Keep())
+    init = {'G': copy(learn.model.state_dict()), **{k: tiny_d(0, k).state_dict() for k in ('d_a', 'd_b')}}
+    fit(learn, 2)
+    return learn, init
+
+def test_cyclegan_ranks_identical(cycle_run):
+    "G_A, G_B, D_A, D_B and both optimizers bitwise the same on both ranks, though each rank drew its own"
+    s0, s1 = (torch.load(cycle_run/f'state{r}.pt', weights_only=False) for r in (0, 1))
+    for k in ('nets', 'opt', 'd_opt'): assert same(s0[k], s1[k]), k
+    assert s0['nets'].keys() == {'G', 'd_a', 'd_b'} and any(k.startswith('g_b.') for k in s0['nets']['G'])
+    assert s0['reduced'] == [d_size(s0) + 2] * 3   # D_A's and D_B's gradients and two flags: G's are DDP's alone
+    own = make_cyclegan(cycle_run/'x', seed=1)   # rank 1's own generators, and its own discriminators (built lazily)
+    assert rel_err(own.model.state_dict(), s1['nets']['G']) > 0.1
+    for k in ('d_a', 'd_b'): assert rel_err(tiny_d(1, k).state_dict(), s1['nets'][k]) > 0.1
+
+def test_cyclegan_equals_one_process(cycle_run, cycle_one_process):
+    "Batch b on each of 2 processes == batch 2b on one, for all four networks: every gradient averaged, G's once"
+    s0 = torch.load(cycle_run/'state0.pt', weights_only=False)['nets']
+    ref, init = cycle_one_process[0].keep.nets, cycle_one_process[1]
+    for name in ('g_a', 'g_b'):
+        part = lambda sd: {k: v for k, v in sd.items() if k.startswith(name + '.')}
+        assert rel_err(part(ref['G']), part(s0['G'])) < 1e-5, name
+        assert rel_err(part(init['G']), part(ref['G'])) > 1e-3, name   # the weights did move, far more than the tolerance
+    for k in ('d_a', 'd_b'):
+        assert rel_err(ref[k], s0[k]) < 1e-5, k
+        assert rel_err(init[k], ref[k]) > 1e-3, k
+
+def test_cyclegan_pools_per_rank(cycle_run, cycle_one_process):
+    "Each rank pools its own fakes: together they are the one-process pool, batch by batch"
+    p0, p1 = (torch.load(cycle_run/f'state{r}.pt', weights_only=False)['pools'] for r in (0, 1))
+    ref = cycle_one_process[0].keep.pools
+    for k in ('pool_a', 'pool_b'):
+        a, b, r = p0[k]['images'], p1[k]['images'], ref[k]['images']
+        assert len(a) == len(b) == 6 and len(r) == 12 and not torch.equal(a, b)
+        both = torch.cat([torch.cat([a[i:i+2], b[i:i+2]]) for i in range(0, 6, 2)])   # batch i: rank 0's 2 fakes, then rank 1's
+        torch.testing.assert_close(both, r, atol=1e-5, rtol=0)
+
+def test_cyclegan_only_rank0_writes(cycle_run):
+    assert files(cycle_run/'rank0') == ['models/gan_epoch0.pth'] and files(cycle_run/'rank1') == []
+
+def test_cyclegan_checkpoint_holds_rank0_pools(cycle_run):
+    learn = make_cyclegan(cycle_run/'chk', seed=8)
+    load_checkpoint(learn, cycle_run/'rank0'/'models'/'gan_epoch0.pth')
+    p0 = torch.load(cycle_run/'state0.pt', weights_only=False)['pools']
+    for k in ('pool_a', 'pool_b'): assert torch.equal(torch.cat(getattr(trainer(learn), k).images), p0[k]['images'])
+
+def test_cyclegan_resume_on_one_process(cycle_run, cycle_one_process):
+    "A 2-process CycleGAN checkpoint continues on one process like the one-process run it equals"
+    ref, ck = cycle_one_process[0], cycle_run/'rank0'/'models'/'gan_epoch0.pth'
+    learn = make_cyclegan(cycle_run/'res', seed=7, bs=4, data=global_batches(), resume=ck)
+    t = trainer(learn)
+    fit(learn, 2)
+    assert learn.gan_checkpoint.resumed_from == ck
+    for k, v in nets(ref).items(): assert rel_err(v, nets(learn)[k]) < 1e-5, k
+    assert len(t.pool_a) == 6 + 12 and len(trainer(ref).pool_a) == 12 + 12   # rank 0's half of the history, then its own
