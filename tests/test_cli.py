@@ -273,8 +273,9 @@ def test_cyclegan_train_writes_everything(trained_cyclegan, tiny_unpaired):
     assert s['identity_l1'] == pytest.approx(np.abs(a - t).mean(), rel=1e-4)
     assert 0.1 < s['mean_b_l1'] < 1 and 0 < s['final_true_l1'] < 2
     grid = Image.open(trained_cyclegan/'samples_epoch001.png')
-    assert grid.size == (3*(32+4), 2*(32+4))          # A | G_A(A) | true B, 2 examples
-    true_b = np.asarray(grid)[2+36:2+36+32, 2+72:2+72+32]   # second row, third column: the true B of testA 0001
+    k, top, cell = 4, 32, 32*4 + 4   # 32 px shown 4x (pixel for pixel), under a title line and a line of labels
+    assert grid.size == (3*cell, top + 2*cell)   # A | G_A(A) | true B, 2 examples
+    true_b = np.asarray(grid)[top+cell+2:top+cell+2+128:k, 2*cell+2:2*cell+2+128:k]   # second row, third column: the true B of testA 0001
     assert np.abs(true_b.astype(int) - np.asarray(Image.open(tiny_unpaired/'testA_true'/'0001.png').resize((32, 32)))).max() <= 1
 
 def test_cyclegan_translate_both_directions(trained_cyclegan, tiny_unpaired, tmp_path):
