@@ -6,7 +6,7 @@
 from __future__ import annotations
 import re, warnings
 from collections import OrderedDict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import torch
 from torch import nn
@@ -20,7 +20,8 @@ from .checkpoint import CheckpointError, atomic_save, _check_fits, _FORMAT
 # %% auto #0
 __all__ = ['preprocesses', 'test_modes', 'export_formats', 'InteropError', 'clean_state_dict', 'infer_generator',
            'generator_from_state_dict', 'generator_settings', 'read_generator', 'load_generator', 'reference_resize',
-           'run_generator', 'reference_options', 'export_reference', 'check_onnx', 'export_onnx', 'export_generator']
+           'eval_mode', 'run_generator', 'reference_options', 'export_reference', 'check_onnx', 'export_onnx',
+           'export_generator']
 
 # %% ../nbs/11_interop.ipynb #bae8e6ab
 class InteropError(ValueError):
@@ -182,15 +183,20 @@ def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256,
     size = (_round_to(w, multiple), _round_to(h, multiple))
     return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
 
+@contextmanager
+def eval_mode(m:nn.Module):
+    "`m` in eval mode inside the block; every submodule's mode as it was after it"
+    modes = [(o, o.training) for o in m.modules()]
+    m.eval()
+    try: yield m
+    finally:
+        for o, t in modes: o.train(t)
+
 @torch.no_grad()
 def run_generator(G:nn.Module, x:torch.Tensor, test_mode:str='eval'):
     "`G(x)` in `test_mode`: 'eval' (`G.eval()`) or 'paper' (dropout on, batch statistics), leaving `G`'s modes as they were"
     if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-    was = G.training
-    G.eval()
-    try:
-        with (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
-    finally: G.train(was)
+    with eval_mode(G), (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
 
 # %% ../nbs/11_interop.ipynb #ae66014c
 _netG_names = {('unet', 'num_downs', 8): 'unet_256', ('unet', 'num_downs', 7): 'unet_128',
@@ -240,15 +246,12 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     x = torch.randn(batch, s['in_ch'], h, w, device=next(G.parameters()).device)
     check_input(x, type(G).__name__, s['in_ch'], s['multiple'])
     dyn = {0: 'batch', 2: 'height', 3: 'width'}
-    was = G.training
-    G.eval()
     try:
-        with warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
+        with eval_mode(G), warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
             warnings.simplefilter('ignore', torch.jit.TracerWarning); warnings.simplefilter('ignore', DeprecationWarning)
             torch.onnx.export(G, (x,), str(fn), dynamo=False, opset_version=opset, input_names=['input'], output_names=['output'],
                               dynamic_axes={'input': dyn, 'output': dyn})
     except ImportError as e: raise InteropError(f'exporting to ONNX needs onnx: pip install "gan_callbacks[onnx]" ({e})') from None
-    finally: G.train(was)
     if check: check_onnx(G, fn, x)
     return Path(fn)
 

@@ -16,7 +16,7 @@ from fastai.metrics import Metric
 from fastai.learner import Learner
 from fastai.torch_core import default_device
 from .data import pix2pix_datablock, get_pairs, gan_callbacks_home
-from .interop import read_generator, generator_settings, run_generator, test_modes
+from .interop import read_generator, generator_settings, run_generator, test_modes, eval_mode
 
 # %% auto #0
 __all__ = ['fid_weights_name', 'fid_weights_url', 'psnr_per_image', 'psnr', 'gaussian_window', 'ssim_per_image', 'ssim',
@@ -235,11 +235,7 @@ def _batches(images, bs=16):
 def image_features(extractor:nn.Module, images, bs:int=16, device=None):
     "Features (N, D) of `images` (tensor, iterable of batches, or folder) from `extractor`, in float64 on the CPU"
     device = device or next(extractor.parameters(), torch.empty(0)).device
-    was = extractor.training
-    extractor.eval()
-    try: feats = [extractor(b.to(device).float()).flatten(1).double().cpu() for b in _batches(images, bs)]
-    finally: extractor.train(was)
-    return torch.cat(feats)
+    with eval_mode(extractor): return torch.cat([extractor(b.to(device).float()).flatten(1).double().cpu() for b in _batches(images, bs)])
 
 def _two_features(real, fake, extractor, weights, bs, device):
     ex = extractor if extractor is not None else fid_inception(weights)
