@@ -114,17 +114,24 @@ class SampleGrid(Callback):
 
 # %% ../nbs/06_cli.ipynb #36bf2fa7
 def plot_training(learn, fname=None):
-    "Plot G's and D's smoothed losses per iteration and the L1 per epoch; save to `fname` if given"
+    "Plot G's and D's smoothed losses per iteration, the L1 per epoch and, when recorded, validation PSNR/SSIM; save to `fname` if given"
     import matplotlib
     if fname is not None: matplotlib.use('Agg')
     import matplotlib.pyplot as plt
-    fig, axs = plt.subplots(1, 3, figsize=(15, 4))
+    names = list(learn.recorder.metric_names[1:])   # the columns of `recorder.values` (no epoch)
+    scores = [n for n in ('psnr', 'ssim') if n in names]
+    fig, axs = plt.subplots(1, 3 + bool(scores), figsize=(5 * (3 + bool(scores)), 4))
     learn.pix2pix_trainer.plot_losses(ax=axs[:2])
     vals = [v for v in learn.recorder.values if len(v) >= 2]
     if vals:
         ep = range(1, len(vals) + 1)
         axs[2].plot(ep, [v[0] for v in vals], 'o-', label='train L1'); axs[2].plot(ep, [v[1] for v in vals], 'o-', label='valid L1')
         axs[2].set_xlabel('epoch'); axs[2].set_title('L1(G(A), B)'); axs[2].legend()
+    if scores and vals:   # PSNR (dB) on the left axis, SSIM on the right
+        for i, (n, ax) in enumerate(zip(scores, [axs[3], axs[3].twinx()])):
+            ax.plot(ep, [v[names.index(n)] for v in vals], 'o-', color=f'C{i}')
+            ax.set_ylabel(dict(psnr='PSNR (dB)', ssim='SSIM')[n], color=f'C{i}')
+        axs[3].set_xlabel('epoch'); axs[3].set_title('validation ' + ' and '.join(n.upper() for n in scores))
     fig.tight_layout()
     if fname is not None: fig.savefig(fname, dpi=80); plt.close(fig)
     return fig
@@ -399,9 +406,10 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
     return learn
 
 # %% ../nbs/06_cli.ipynb #d424cf80
-def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4):
-    "Score generator `model` (generator.pkl or a checkpoint) on the pairs in `data`: per-image CSV, summary, best/worst grid"
-    try: return evaluate(model, data, out, fid_weights=fid_weights, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
+def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None):
+    "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
+    if not Path(model).is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
@@ -463,14 +471,15 @@ def _parser():
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
-    e.add_argument('--model', required=True, help='generator.pkl written by train, or a checkpoint .pth')
+    e.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
     e.add_argument('--out', default='evaluation', help='output folder')
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
     e.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
     e.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
-    e.add_argument('--test-mode', choices=('paper', 'eval'), default=None, help="default: the trainer's")
+    e.add_argument('--test-mode', choices=test_modes, default=None, help="default: the trainer's, or 'paper' for a .pth")
     e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
+    e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     return p
 
 _cyclegan_only = ('n_blocks', 'lambda_a', 'lambda_b', 'lambda_idt', 'pool_size')

@@ -6,7 +6,7 @@
 from __future__ import annotations
 import re, warnings
 from collections import OrderedDict
-from contextlib import nullcontext
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import torch
 from torch import nn
@@ -20,7 +20,8 @@ from .checkpoint import CheckpointError, atomic_save, _check_fits, _FORMAT
 # %% auto #0
 __all__ = ['preprocesses', 'test_modes', 'export_formats', 'InteropError', 'clean_state_dict', 'infer_generator',
            'generator_from_state_dict', 'generator_settings', 'read_generator', 'load_generator', 'reference_resize',
-           'run_generator', 'reference_options', 'export_reference', 'check_onnx', 'export_onnx', 'export_generator']
+           'eval_mode', 'run_generator', 'reference_options', 'export_reference', 'check_onnx', 'export_onnx',
+           'export_generator']
 
 # %% ../nbs/11_interop.ipynb #bae8e6ab
 class InteropError(ValueError):
@@ -85,16 +86,15 @@ def _what(sd):
 
 def infer_generator(sd:dict, **hints):
     "The generator class and its arguments for (cleaned) state dict `sd`; `hints` settle what the keys cannot tell"
-    kind = None
-    if 'netG' in hints:
-        netG = hints.pop('netG')
+    kind, netG = None, hints.pop('netG', None)
+    if netG is not None:
         if netG not in _netGs: raise InteropError(f"netG must be one of {', '.join(_netGs)}, got {netG!r}")
         kind, extra = _netGs[netG]
         for k, v in extra.items(): hints.setdefault(k, v)
     found = {n: a(sd) for n, (_, a) in _archs.items() if kind in (None, n)}
     found = {n: a for n, a in found.items() if a is not None}
     if not found:
-        raise InteropError(f"not a generator state dict of a known layout (reference U-Net or ResNet): {_what(sd)}")
+        raise InteropError(f"holds no generator this library can read (the state dict of a U-Net or ResNet generator): {_what(sd)}")
     (kind, args), = found.items()
     cls = _archs[kind][0]
     for k, v in hints.items():
@@ -119,8 +119,8 @@ def generator_from_state_dict(sd:dict, device=None, source:str='the state dict',
     return G.to(default_device() if device is None else device).eval()
 
 # %% ../nbs/11_interop.ipynb #f2a34655
-def generator_settings(o, test_mode:str='paper', size:int=256):
-    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` and `test_mode`"
+def generator_settings(o, test_mode:str='paper', size:int|None=256):
+    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` (`size` unless a `Learner` knows it) and `test_mode`"
     if isinstance(o, Learner):
         t = getattr(o, 'pix2pix_trainer', None)
         return dict(generator_settings(o.model, getattr(t, 'test_mode', 'eval'), getattr(o.dls, 'crop_size', size)),
@@ -141,19 +141,20 @@ def _pick(sd, net, fn):
         sub = OrderedDict((k[len(net)+1:], v) for k, v in sd.items() if k.startswith(net + '.'))
         if not sub: raise InteropError(f"{fn} has no network {net!r}: its keys are {_few(list(sd))}")
         return sub
-    heads = sorted({k.split('.', 1)[0] for k in sd} - {'model', 'module'})
-    if len(heads) > 1 and not any(k.startswith(('model.', 'module.')) for k in sd):
-        raise InteropError(f"{fn} holds several networks ({', '.join(heads)}): pass net= one of them")
+    keys = [k for k, v in sd.items() if torch.is_tensor(v)]
+    if any('.' not in k or k.startswith(('model.', 'module.')) for k in keys): return sd   # one network's layers (or none)
+    heads = sorted({k.split('.', 1)[0] for k in keys})
+    if len(heads) > 1: raise InteropError(f"{fn} holds several networks ({', '.join(heads)}): pass net= one of them")
     return sd
 
-def read_generator(path, device=None, net:str|None=None, **hints):
-    "The generator in `path` (fastai export, `GANCheckpoint`, or state dict) in eval mode, and its `generator_settings`"
+def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hints):
+    "The generator in `path` (fastai export, `GANCheckpoint`, or state dict) in eval mode, and its `generator_settings` (test `size` unless the file knows it)"
     fn, device = Path(path), default_device() if device is None else torch.device(device)
     if not fn.is_file(): raise InteropError(f"{fn}: no such file")
     if fn.suffix == '.pkl':
         try: learn = load_learner(fn, cpu=device.type == 'cpu')
         except Exception as e: raise InteropError(f"{fn}: cannot load it as a fastai export ({type(e).__name__}: {e})") from e
-        return learn.model.to(device).eval(), generator_settings(learn)
+        return learn.model.to(device).eval(), generator_settings(learn, size=size)
     ck = _torch_load(fn, device)
     if isinstance(ck, dict) and ck.get('format') == _FORMAT: sd, source = ck['model'], f"{fn} (a GANCheckpoint)"
     elif isinstance(ck, dict) and isinstance(ck.get('model'), dict): sd, source = ck['model'], f"{fn} (a fastai `learn.save` file)"
@@ -161,7 +162,7 @@ def read_generator(path, device=None, net:str|None=None, **hints):
     else: raise InteropError(f"{fn} holds a {type(ck).__name__}, not a state dict")
     try: G = generator_from_state_dict(_pick(sd, net, fn), device, source, **hints)
     except InteropError as e: raise InteropError(f"{source}: {e}" if not str(e).startswith(str(fn)) else str(e)) from None
-    return G, generator_settings(G)
+    return G, generator_settings(G, size=size)
 
 def load_generator(path, device=None, **hints):
     "The generator in `path`: a fastai export (.pkl), a `GANCheckpoint`, or a reference state dict (.pth), ready in eval mode"
@@ -182,15 +183,20 @@ def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256,
     size = (_round_to(w, multiple), _round_to(h, multiple))
     return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
 
+@contextmanager
+def eval_mode(m:nn.Module):
+    "`m` in eval mode inside the block; every submodule's mode as it was after it"
+    modes = [(o, o.training) for o in m.modules()]
+    m.eval()
+    try: yield m
+    finally:
+        for o, t in modes: o.train(t)
+
 @torch.no_grad()
 def run_generator(G:nn.Module, x:torch.Tensor, test_mode:str='eval'):
     "`G(x)` in `test_mode`: 'eval' (`G.eval()`) or 'paper' (dropout on, batch statistics), leaving `G`'s modes as they were"
     if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-    was = G.training
-    G.eval()
-    try:
-        with (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
-    finally: G.train(was)
+    with eval_mode(G), (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
 
 # %% ../nbs/11_interop.ipynb #ae66014c
 _netG_names = {('unet', 'num_downs', 8): 'unet_256', ('unet', 'num_downs', 7): 'unet_128',
@@ -240,15 +246,12 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     x = torch.randn(batch, s['in_ch'], h, w, device=next(G.parameters()).device)
     check_input(x, type(G).__name__, s['in_ch'], s['multiple'])
     dyn = {0: 'batch', 2: 'height', 3: 'width'}
-    was = G.training
-    G.eval()
     try:
-        with warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
+        with eval_mode(G), warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
             warnings.simplefilter('ignore', torch.jit.TracerWarning); warnings.simplefilter('ignore', DeprecationWarning)
             torch.onnx.export(G, (x,), str(fn), dynamo=False, opset_version=opset, input_names=['input'], output_names=['output'],
                               dynamic_axes={'input': dyn, 'output': dyn})
     except ImportError as e: raise InteropError(f'exporting to ONNX needs onnx: pip install "gan_callbacks[onnx]" ({e})') from None
-    finally: G.train(was)
     if check: check_onnx(G, fn, x)
     return Path(fn)
 
@@ -258,7 +261,7 @@ export_formats = ('onnx', 'reference')
 def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None):
     "Load the generator in file `model` (any kind `load_generator` reads) and write it to `out` as ONNX or a reference state dict"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
-    G, s = read_generator(model, device='cpu', **({} if netG is None else dict(netG=netG)))
+    G, s = read_generator(model, device='cpu', netG=netG)
     out = Path(out)
     if out.is_dir(): raise InteropError(f"--out {out} is a directory, expected a file name")
     out.parent.mkdir(parents=True, exist_ok=True)

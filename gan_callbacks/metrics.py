@@ -13,16 +13,16 @@ import torch.nn.functional as F
 from fastcore.basics import store_attr
 from fastcore.foundation import L
 from fastai.metrics import Metric
+from fastai.learner import Learner
 from fastai.torch_core import default_device
-from .models import UnetGenerator
 from .data import pix2pix_datablock, get_pairs, gan_callbacks_home
-from .pix2pix import paper_test_mode
+from .interop import read_generator, generator_settings, run_generator, test_modes, eval_mode
 
 # %% auto #0
 __all__ = ['fid_weights_name', 'fid_weights_url', 'psnr_per_image', 'psnr', 'gaussian_window', 'ssim_per_image', 'ssim',
            'ImageMetric', 'PSNR', 'SSIM', 'frechet_distance', 'feature_stats', 'kernel_distance', 'FIDInception',
-           'fid_weights_path', 'fid_inception', 'image_features', 'fid', 'kid', 'unet_from_state_dict', 'load_model',
-           'translate_all', 'image_scores', 'evaluate', 'format_summary', 'baseline_scores']
+           'fid_weights_path', 'fid_inception', 'image_features', 'fid', 'kid', 'translate_all', 'image_scores',
+           'evaluate', 'format_summary', 'baseline_scores']
 
 # %% ../nbs/10_metrics.ipynb #2525a9af
 def _dtype(t): return torch.float32 if t.device.type == 'mps' else torch.float64
@@ -235,11 +235,7 @@ def _batches(images, bs=16):
 def image_features(extractor:nn.Module, images, bs:int=16, device=None):
     "Features (N, D) of `images` (tensor, iterable of batches, or folder) from `extractor`, in float64 on the CPU"
     device = device or next(extractor.parameters(), torch.empty(0)).device
-    was = extractor.training
-    extractor.eval()
-    try: feats = [extractor(b.to(device).float()).flatten(1).double().cpu() for b in _batches(images, bs)]
-    finally: extractor.train(was)
-    return torch.cat(feats)
+    with eval_mode(extractor): return torch.cat([extractor(b.to(device).float()).flatten(1).double().cpu() for b in _batches(images, bs)])
 
 def _two_features(real, fake, extractor, weights, bs, device):
     ex = extractor if extractor is not None else fid_inception(weights)
@@ -255,33 +251,10 @@ def kid(real, fake, extractor:nn.Module|None=None, weights=None, bs:int=16, devi
     return kernel_distance(*_two_features(real, fake, extractor, weights, bs, device), **kwargs)
 
 # %% ../nbs/10_metrics.ipynb #2b32c708
-def unet_from_state_dict(sd) -> UnetGenerator:
-    "A `UnetGenerator` shaped after state dict `sd` (depth, width, channels), with its weights"
-    if 'model.model.0.weight' not in sd: raise ValueError("not the state dict of a `UnetGenerator` (no 'model.model.0.weight')")
-    depth = max(k.count('model.') for k in sd) - 1
-    w0, wl = sd['model.model.0.weight'], sd['model.model.3.weight']
-    G = UnetGenerator(w0.shape[1], wl.shape[1], num_downs=depth, ngf=w0.shape[0])
-    G.load_state_dict(sd)
-    return G
-
-def load_model(path):
-    "The generator in `path` and what is known of its training: a fastai export (.pkl) or a `GANCheckpoint` (.pth)"
-    from fastai.learner import load_learner
-    path = Path(path)
-    if not path.is_file(): raise FileNotFoundError(f"--model {path}: no such file (expected generator.pkl or a checkpoint .pth)")
-    if path.suffix == '.pkl':
-        learn = load_learner(path, cpu=not torch.cuda.is_available())
-        return learn.model, _learner_info(learn)
-    ck = torch.load(path, map_location='cpu', weights_only=True)
-    sd = ck.get('model', ck) if isinstance(ck, dict) else None
-    try: return unet_from_state_dict(sd), {}
-    except (ValueError, RuntimeError, TypeError, AttributeError) as e:
-        raise ValueError(f"--model {path}: not a generator this can read ({e}); pass a `loader` for other files") from None
-
-def _learner_info(learn):
-    t, dls = getattr(learn, 'pix2pix_trainer', None), learn.dls
-    return dict(size=getattr(dls, 'crop_size', None), in_ch=getattr(dls, 'in_ch', 3), out_ch=getattr(dls, 'out_ch', 3),
-                test_mode=getattr(t, 'test_mode', None))
+def _generator(model, device, **hints):
+    "Generator `model` (a file, a `Learner` or a module) on `device`, and its `generator_settings`: `size` only when training recorded it"
+    if isinstance(model, (str, Path)): return read_generator(model, device, size=None, **hints)
+    return (model.model if isinstance(model, Learner) else model).to(device), generator_settings(model, size=None)
 
 # %% ../nbs/10_metrics.ipynb #52121cbf
 def _split(data):
@@ -304,11 +277,9 @@ def _valid_loader(folder, layout, direction, size, in_ch, out_ch, bs, device):
 
 @torch.no_grad()
 def translate_all(G, dl, test_mode='eval'):
-    "Inputs, outputs and targets of every batch of `dl`, G in `test_mode` ('eval' or the paper's)"
-    G.eval()
+    "Inputs, outputs and targets of every batch of `dl`, G in `test_mode` ('eval' or the paper's, see `run_generator`)"
     xs, outs, ys = [], [], []
-    with (paper_test_mode(G) if test_mode == 'paper' else torch.no_grad()):
-        for x, y in dl: xs.append(x); outs.append(G(x).float()); ys.append(y)
+    for x, y in dl: xs.append(x); outs.append(run_generator(G, x, test_mode).float()); ys.append(y)
     return torch.cat(xs), torch.cat(outs), torch.cat(ys)
 
 def image_scores(pred, targ):
@@ -337,21 +308,18 @@ def _write_csv(fn, names, scores):
 def _name(item): return Path(item[0] if isinstance(item, tuple) else item).name
 
 # %% ../nbs/10_metrics.ipynb #9af23284
-def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Module|None=None, loader=None,
+def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Module|None=None, netG:str|None=None,
              layout:str='aligned', direction:str='AtoB', size:int|None=None, test_mode:str|None=None,
              bs:int=8, n_show:int=4, device=None, quiet:bool=False) -> dict:
     "Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM; FID/KID with weights or `extractor`), best/worst grid"
-    t0, info = time.time(), {}
-    if test_mode not in (None, 'eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
+    t0 = time.time()
+    if test_mode not in (None, *test_modes): raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
     folder, device = _split(data), torch.device(device or default_device())
     if extractor is None and fid_weights is not None: extractor = fid_inception(fid_weights)   # fails early when missing
-    if isinstance(model, (str, Path)): model, info = (loader(model), {}) if loader is not None else load_model(model)
-    elif not isinstance(model, nn.Module): model, info = model.model, _learner_info(model)   # a Learner
-    in_ch, out_ch = info.get('in_ch', getattr(model, 'in_ch', 3)), info.get('out_ch', getattr(model, 'out_ch', 3))
-    items = get_pairs(folder, layout)
-    size = size or info.get('size') or _image_size(items[0], getattr(model, 'multiple', 1))
-    dl, items = _valid_loader(folder, layout, direction, size, in_ch, out_ch, bs, device)
-    x, fake, y = translate_all(model.to(device), dl, test_mode or info.get('test_mode') or 'eval')
+    G, s = _generator(model, device, netG=netG)
+    size = size or s['size'] or _image_size(get_pairs(folder, layout)[0], s['multiple'])
+    dl, items = _valid_loader(folder, layout, direction, size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
+    x, fake, y = translate_all(G, dl, test_mode or s['test_mode'])
     scores = image_scores(fake, y)
     summary = dict(n_images=len(y), size=size, **{k: float(v.mean()) for k, v in scores.items()})
     if extractor is not None:

@@ -240,7 +240,8 @@ def test_fastai_export_loads_with_its_settings(tmp_path):
 
 @pytest.mark.parametrize('content,hints,msg', [
     (lambda: PatchDiscriminator(ndf=4).state_dict(), {}, "a PatchGAN discriminator's layout"),
-    (lambda: {'a.weight': torch.ones(2)}, {}, 'not a generator state dict of a known layout'),
+    (lambda: {'a.weight': torch.ones(2)}, {}, 'holds no generator this library can read'),
+    (lambda: torch.nn.Conv2d(3, 3, 1).state_dict(), {}, 'holds no generator this library can read (the state dict of a U-Net or ResNet generator): 2 tensors, keys weight, bias'),
     (lambda: unet_ref_sd(8, 4, 'batch'), {'netG': 'unet_128'}, 'num_downs=8, but num_downs=7 was asked for'),
     (lambda: unet_ref_sd(8, 4, 'batch'), {'netG': 'unet_512'}, 'netG must be one of'),
     (lambda: resnet_ref_sd(6, 4, 'instance'), {'netG': 'resnet_9blocks'}, 'n_blocks=6, but n_blocks=9'),

@@ -11,12 +11,12 @@ from skimage.filters import gaussian
 from fastai.basics import Learner, DataLoaders, L1LossFlat
 from torchvision.models.inception import InceptionA
 from gan_callbacks.metrics import (psnr, ssim, psnr_per_image, ssim_per_image, frechet_distance, feature_stats, kernel_distance,
-                                   fid, kid, image_features, PSNR, SSIM, FIDInception, fid_inception, fid_weights_name, evaluate,
-                                   load_model, unet_from_state_dict)
+                                   fid, kid, image_features, PSNR, SSIM, FIDInception, fid_inception, fid_weights_name, evaluate)
+from gan_callbacks.interop import load_generator, export_reference
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, paper_test_mode
 from gan_callbacks.data import sample_pairs
-from gan_callbacks.cli import main
+from gan_callbacks.cli import main, plot_training
 from test_pix2pix import HostReads, batches, make_dls, nets
 
 SK_SSIM = dict(gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=2)
@@ -232,7 +232,7 @@ def test_evaluate_scores_the_generator(run_dir, tmp_path):
     names, a, b = read_pairs(data)
     ex = extractor()
     s = evaluate(out/'generator.pkl', data, tmp_path/'pkl', extractor=ex, test_mode='eval', n_show=2, device='cpu', quiet=True)
-    G = load_model(out/'generator.pkl')[0].eval()
+    G = load_generator(out/'generator.pkl', device='cpu')
     with torch.no_grad(): fake = G(a)
     rows = list(csv.DictReader(open(tmp_path/'pkl'/'metrics.csv')))
     assert [r['image'] for r in rows] == names
@@ -244,18 +244,46 @@ def test_evaluate_scores_the_generator(run_dir, tmp_path):
     assert s['fid'] == pytest.approx(fd_scipy(*(ex.eval()(t).flatten(1).double().detach().numpy() for t in (b, fake))), rel=1e-4)
     assert s['best'] == [names[i] for i in np.argsort(-ss)[:2]] and s['worst'] == [names[i] for i in np.argsort(ss)[:2][::-1]]
     assert Image.open(tmp_path/'pkl'/'best_worst.png').size == (3 * 34 + 2, 4 * 34 + 2)   # 2 best, 2 worst; 2px padding around
-    # the same generator from the last checkpoint, as a module, and through a loader
+    # the same generator from the last checkpoint, as a module, and as a reference state dict (its size read from the images)
     ck = sorted((out/'checkpoints').glob('*.pth'))[-1]
-    for model, kw in ((ck, {}), (G, {}), (ck, dict(loader=lambda p: G))):
-        s2 = evaluate(model, data, tmp_path/'other', test_mode='eval', device='cpu', quiet=True, **kw)
+    export_reference(G, tmp_path/'latest_net_G.pth')
+    for model in (ck, G, tmp_path/'latest_net_G.pth'):
+        s2 = evaluate(model, data, tmp_path/'other', test_mode='eval', device='cpu', quiet=True)
         assert s2['psnr'] == pytest.approx(s['psnr'], abs=1e-6) and s2['ssim'] == pytest.approx(s['ssim'], abs=1e-6)
+        assert s2['size'] == 32
 
-def test_unet_from_state_dict():
-    G = UnetGenerator(1, 3, num_downs=6, ngf=8)
-    H = unet_from_state_dict(G.state_dict())
-    assert (H.in_ch, H.out_ch, H.num_downs) == (1, 3, 6)
-    x = torch.rand(1, 1, 64, 64)
-    torch.testing.assert_close(H.eval()(x), G.eval()(x))
+def test_evaluate_command_on_a_reference_state_dict(run_dir, tmp_path, capsys):
+    "`evaluate --model latest_net_G.pth`: the reference's test default ('paper' mode) at the images' size; --netG reaches the loader"
+    data, out = run_dir
+    G = load_generator(out/'generator.pkl', device='cpu')
+    export_reference(G, tmp_path/'latest_net_G.pth')
+    torch.manual_seed(0)
+    assert main(['evaluate', '--model', str(tmp_path/'latest_net_G.pth'), '--data', str(data), '--out', str(tmp_path/'ev')]) is None
+    assert '5 pairs' in capsys.readouterr().out
+    s = json.loads((tmp_path/'ev'/'summary.json').read_text())
+    _, a, b = read_pairs(data)
+    torch.manual_seed(0)   # the same dropout masks: one batch of 5, as `evaluate` runs it
+    with torch.no_grad(), paper_test_mode(G): fake = G(a)
+    assert s['size'] == 32 and s['psnr'] == pytest.approx(psnr(fake, b).item(), abs=1e-4)
+    with pytest.raises(SystemExit) as e:
+        main(['evaluate', '--model', str(tmp_path/'latest_net_G.pth'), '--data', str(data), '--out', str(tmp_path/'ev2'), '--netG', 'unet_256'])
+    assert e.value.code == 2 and 'num_downs=5, but num_downs=8 was asked for' in capsys.readouterr().err
+    assert not (tmp_path/'ev2').exists()
+
+def test_plot_training_has_a_psnr_ssim_panel():
+    import matplotlib.pyplot as plt
+    for metrics in (True, False):
+        learn = learner(valid_items(2), metrics=metrics, fn=pix2pix_learner)
+        with learn.no_bar(), learn.no_logging(): learn.fit(2, 1e-3)
+        fig = plot_training(learn)
+        plt.close(fig)
+        titles, ylabels = [ax.get_title() for ax in fig.axes], [ax.get_ylabel() for ax in fig.axes]
+        if not metrics: assert len(fig.axes) == 3 and titles[2] == 'L1(G(A), B)'   # losses of G and D, L1
+        else:
+            assert len(fig.axes) == 5 and titles[3] == 'validation PSNR and SSIM' and ylabels[3:] == ['PSNR (dB)', 'SSIM']   # and a twin axis
+            names = list(learn.recorder.metric_names[1:])
+            plotted = [ax.get_lines()[0].get_ydata().tolist() for ax in fig.axes[3:]]
+            assert plotted == [[v[names.index(n)] for v in learn.recorder.values] for n in ('psnr', 'ssim')]
 
 def test_evaluate_command(run_dir, tmp_path, capsys):
     data, out = run_dir
