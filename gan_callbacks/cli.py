@@ -22,7 +22,7 @@ from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
 from .cyclegan import cyclegan_learner
 from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
-from .metrics import PSNR, SSIM, evaluate, baseline_scores
+from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores
 from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
                                    export_generator, export_formats, preprocesses, test_modes)
 from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
@@ -400,6 +400,12 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
         same = '' if summary['identity_l1'] is None else f", returning A unchanged: {summary['identity_l1']:.4f}"
         print(f"L1 of G_A(testA) to the true B: first epoch {l1s[0]:.4f}, last epoch {l1s[-1]:.4f}; "
               f"the mean training B image: {summary['mean_b_l1']:.4f}{same}")
+        answers = dict(final_true=translate_batch(learn, a).float().cpu(), mean_b=mean_target(dls).cpu().expand_as(b),
+                       **({'identity': a} if a.shape == b.shape else {}))   # the last epoch's G_A, and the trivial answers
+        for k, p in answers.items(): summary.update({f'{k}_psnr': float(psnr(p, b)), f'{k}_ssim': float(ssim(p, b))})
+        print("PSNR/SSIM of the same: last epoch {final_true_psnr:.2f} dB / {final_true_ssim:.4f}; the mean training B image: "
+              "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**summary) + ('' if 'identity_psnr' not in summary else
+              "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**summary)))
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
     print(f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if truth else 'a B image'}, one per epoch), "
           f"generator.pkl (translate --direction AtoB|BtoA), summary.json, checkpoints/")

@@ -272,6 +272,9 @@ def test_cyclegan_train_writes_everything(trained_cyclegan, tiny_unpaired):
     t = np.stack([load(tiny_unpaired/'testA_true'/f.name) for f in sorted((tiny_unpaired/'testA').iterdir())])
     assert s['identity_l1'] == pytest.approx(np.abs(a - t).mean(), rel=1e-4)
     assert 0.1 < s['mean_b_l1'] < 1 and 0 < s['final_true_l1'] < 2
+    mse = ((a - t)**2).reshape(len(a), -1).mean(1)   # PSNR per image (data range 2), then averaged
+    assert s['identity_psnr'] == pytest.approx(np.mean(10*np.log10(4/mse)), rel=1e-4)
+    assert all(-1 <= s[f'{k}_ssim'] <= 1 and s[f'{k}_psnr'] > 0 for k in ('final_true', 'mean_b', 'identity'))
     grid = Image.open(trained_cyclegan/'samples_epoch001.png')
     k, top, cell = 4, 32, 32*4 + 4   # 32 px shown 4x (pixel for pixel), under a title line and a line of labels
     assert grid.size == (3*cell, top + 2*cell)   # A | G_A(A) | true B, 2 examples
