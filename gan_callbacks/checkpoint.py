@@ -4,8 +4,9 @@
 
 # %% ../nbs/05_checkpoint.ipynb #11c5b884
 from __future__ import annotations
-import os, re, random, tempfile, warnings
+import os, re, errno, random, shutil, signal, tempfile, threading, warnings
 from collections import OrderedDict
+from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 import torch
@@ -19,24 +20,71 @@ from .gan import AdversarialTrainer, NonFiniteError, _in_fit
 from .distributed import unwrap, rank_distrib
 
 # %% auto #0
-__all__ = ['CheckpointError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state', 'load_checkpoint',
-           'find_checkpoint', 'GANCheckpoint']
+__all__ = ['CheckpointError', 'CheckpointWriteError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state',
+           'load_checkpoint', 'find_checkpoint', 'Terminated', 'stop_on_sigterm', 'signals_deferred', 'GANCheckpoint']
 
 # %% ../nbs/05_checkpoint.ipynb #dc6148ec
 class CheckpointError(RuntimeError):
     "A checkpoint cannot be written or read, or does not fit the `Learner`"
 
+class CheckpointWriteError(CheckpointError, OSError):
+    "A checkpoint file cannot be written (full disk, permissions, I/O error): the file it names is left as it was"
+    def __init__(self, msg, errno=None): super().__init__(msg); self.errno = errno
+    def __str__(self): return self.args[0]
+
+def _nbytes(o):
+    "Bytes of the tensors in nested `o`: about the size of its `torch.save` file"
+    if isinstance(o, torch.Tensor): return o.nelement() * o.element_size()
+    if isinstance(o, dict): return sum(_nbytes(v) for v in o.values())
+    if isinstance(o, (list, tuple)): return sum(_nbytes(v) for v in o)
+    return 0
+
+def _mb(n): return f"{n / 2**20:.1f} MB"
+
+def _free(d):
+    try: return shutil.disk_usage(d).free
+    except OSError: return None
+
+def _write_error(fn, e, need):
+    "A `CheckpointWriteError` for exception `e` (from writing `fn`, `need` bytes): a full disk, or `e`'s first line"
+    free, code = _free(fn.parent), getattr(e, 'errno', None)
+    if code in (errno.ENOSPC, errno.EDQUOT) or (free is not None and free < need + 2**20):   # torch's own writer gives no errno
+        return CheckpointWriteError(f"Cannot write {fn}: No space left on device (it needs about {_mb(need)}, "
+                                    f"{'?' if free is None else _mb(free)} free)", errno.ENOSPC)
+    why = getattr(e, 'strerror', None) or (str(e).strip().splitlines() or [type(e).__name__])[0]
+    return CheckpointWriteError(f"Cannot write {fn}: {why}", code)
+
+def _interrupt_in(e):
+    "The `KeyboardInterrupt` that exception `e` is, or that torch turned into `e` (in its cause or context), else `None`"
+    seen = set()
+    while e is not None and id(e) not in seen:
+        if isinstance(e, KeyboardInterrupt): return e
+        seen.add(id(e)); e = e.__cause__ or e.__context__
+    return None
+
+def _new_tmp(fn):
+    "A new, empty hidden file `.{fn.name}.{random}.tmp` beside `fn`, with the mode the umask gives"
+    for _ in range(100):
+        tmp = fn.with_name(f'.{fn.name}.{os.urandom(4).hex()}.tmp')   # `os.urandom`: no draw from the generators a checkpoint saves
+        try: os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)); return tmp
+        except FileExistsError: continue
+    raise FileExistsError(errno.EEXIST, f"No free temporary name beside {fn}")
+
 def atomic_save(obj, fn):
     "`torch.save` `obj` to `fn` through a temporary file in the same directory: `fn` is always the old file or the whole new one"
-    fn = Path(fn)
-    fd, tmp = tempfile.mkstemp(prefix=f'.{fn.name}.', suffix='.tmp', dir=fn.parent)
+    fn, tmp = Path(fn), None
+    need = _nbytes(obj)
+    free = _free(fn.parent)
+    if free is not None and free < need: raise _write_error(fn, OSError(errno.ENOSPC, 'No space left on device'), need)
     try:
-        with os.fdopen(fd, 'wb') as f:
-            torch.save(obj, f)
-            f.flush(); os.fsync(f.fileno())
+        tmp = _new_tmp(fn)
+        torch.save(obj, tmp)   # a path, not a file object: an interrupt stays a `KeyboardInterrupt`
+        with open(tmp, 'rb+') as f: os.fsync(f.fileno())
         os.replace(tmp, fn)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
+    except BaseException as e:
+        if tmp is not None: tmp.unlink(missing_ok=True)
+        if (ki := _interrupt_in(e)) is not None and ki is not e: raise ki from None
+        if isinstance(e, (OSError, RuntimeError)) and not isinstance(e, CheckpointError): raise _write_error(fn, e, need) from e
         raise
     _fsync_dir(fn.parent)
     return fn
@@ -202,15 +250,48 @@ def _series(d, fname):
     if not d.is_dir(): return []
     return sorted((int(m.group(1)), p) for p in d.iterdir() if (m := pat.fullmatch(p.name)))
 
-def find_checkpoint(learn:Learner, fname:str='gan'):
-    "The newest epoch checkpoint `GANCheckpoint(fname)` wrote for `learn`, or `None`"
-    s = _series(Path(learn.path)/learn.model_dir, fname)
-    return s[-1][1] if s else None
+def find_checkpoint(learn:Learner, fname:str='gan', interrupted:bool=False):
+    "The newest epoch checkpoint `GANCheckpoint(fname)` wrote for `learn`, or (`interrupted`) else its partial epoch's, or `None`"
+    d = Path(learn.path)/learn.model_dir
+    s = _series(d, fname)
+    if s: return s[-1][1]
+    part = d/f'{fname}_interrupted.pth'
+    return part if interrupted and part.is_file() else None
 
 def _finite(*models):
     "Whether all floating-point weights and buffers of `models` are finite (one host sync)"
     ts = [t for m in models if m is not None for t in m.state_dict().values() if t.is_floating_point()]
     return not ts or bool(torch.stack([t.isfinite().all() for t in ts]).all())
+
+# %% ../nbs/05_checkpoint.ipynb #19f58059
+class Terminated(KeyboardInterrupt):
+    "SIGTERM received: the process is asked to stop, handled as Ctrl-C"
+
+def _raise_terminated(signum, frame): raise Terminated()
+
+def _main_thread(): return threading.current_thread() is threading.main_thread()
+
+@contextmanager
+def stop_on_sigterm():
+    "Within: SIGTERM raises `Terminated` (a `KeyboardInterrupt`) in the main thread, so that a fit stops as on Ctrl-C"
+    if not _main_thread(): yield; return
+    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    try: yield
+    finally: signal.signal(signal.SIGTERM, old)
+
+@contextmanager
+def signals_deferred():
+    "Within: Ctrl-C and SIGTERM are noted in the returned list instead of raised (main thread only)"
+    got = []
+    if not _main_thread(): yield got; return
+    sigs = (signal.SIGINT, signal.SIGTERM)
+    old = {s: signal.getsignal(s) for s in sigs}
+    for s in sigs:
+        if old[s] not in (signal.SIG_IGN, None): signal.signal(s, lambda n, f: got.append(n))
+    try: yield got
+    finally:
+        for s in sigs:
+            if old[s] is not None: signal.signal(s, old[s])
 
 # %% ../nbs/05_checkpoint.ipynb #6578673d
 class GANCheckpoint(StateDictCallback):
@@ -223,7 +304,7 @@ class GANCheckpoint(StateDictCallback):
                  resume:bool|str|Path=False): # `True`: continue from the newest checkpoint if any; or a checkpoint file
         if every < 1 or keep < 1: raise ValueError(f"`every` and `keep` must be at least 1, got every={every}, keep={keep}")
         store_attr()
-        self._pending = self.resumed_from = None
+        self._pending = self.resumed_from = self.saved = self._done = None
         self._active = False
 
     @property
@@ -236,9 +317,11 @@ class GANCheckpoint(StateDictCallback):
         "Check the directory; with `resume`, load the checkpoint and skip the epochs it holds"
         self._pending, self._active = None, _in_fit(self.learn)
         if not self._active: return
-        self.resumed_from = None
+        self.resumed_from = self.saved = self._done = None
         _check_writable(self.ckpt_dir)
-        if self.resume is True: files = [p for _, p in reversed(_series(self.ckpt_dir, self.fname))]
+        # `True`: the newest epoch; a partial epoch only when no epoch was finished
+        if self.resume is True: files = [p for _, p in reversed(_series(self.ckpt_dir, self.fname))] or \
+                                        [p for p in [self.interrupted_file] if p.is_file()]
         elif self.resume: files = [_resolve(self.learn, self.resume)]
         else: files = []
         for fn in files:
@@ -293,18 +376,26 @@ class GANCheckpoint(StateDictCallback):
 
     def on_epoch_end(self, epoch, n_epochs, **kwargs):
         "Save after every `every` epochs and after the last one"
-        if self._active and (epoch + 1) % self.every == 0 or epoch + 1 == n_epochs: self.save_epoch(epoch)
+        if self._active and (epoch + 1) % self.every == 0 or epoch + 1 == n_epochs:
+            self._done = (epoch, self.learn.train_iter, None)   # a save under way: an interrupt now redoes it, not the epoch
+            self.save_epoch(epoch)
 
     def save_epoch(self, epoch:int):
-        "Save checkpoint `{fname}_epoch{epoch}.pth`, then remove the ones it makes obsolete"
-        if not self._savable(): return
-        atomic_save(checkpoint_state(self.learn), self.epoch_file(epoch))
+        "Save checkpoint `{fname}_epoch{epoch}.pth`, then remove the ones it makes obsolete; returns its path (`None`: not saved)"
+        if not self._savable(): return None
+        fn, s = self.epoch_file(epoch), _series(self.ckpt_dir, self.fname)
+        try: atomic_save(checkpoint_state(self.learn), fn)
+        except CheckpointWriteError as e:
+            last = [p for _, p in s if p != fn]
+            raise CheckpointWriteError(f"{e}; the last good checkpoint is {last[-1] if last else 'none (nothing saved yet)'}", e.errno) from e
+        self._done = (epoch, self.learn.train_iter, fn)
         # checkpoints of later epochs belong to a fit this one replaces; of the others, the newest `keep` stay;
         # a partial epoch saved by an earlier fit is superseded
         s = _series(self.ckpt_dir, self.fname)
         for p in [p for e, p in s if e > epoch] + [p for e, p in s if e <= epoch][:-self.keep]: p.unlink(missing_ok=True)
         self.interrupted_file.unlink(missing_ok=True)
         for p in self.ckpt_dir.glob(f'.{self.fname}_epoch*.pth.*.tmp'): p.unlink(missing_ok=True)   # left by a killed save
+        return fn
 
     def _savable(self):
         "Whether this process writes (rank 0 of a distributed fit) and the weights are finite; a warning if not"
@@ -315,10 +406,18 @@ class GANCheckpoint(StateDictCallback):
         return False
 
     def on_train_end(self, exception=False, **kwargs):
-        "After an interrupt or a crash, save the partial epoch apart and let it go on; nothing after a non-finite stop"
+        "After an interrupt or a crash, save the partial epoch apart (`saved`: where to resume) and let it go on; nothing after a non-finite stop"
         if self._pending and not exception: self._restore_loop()   # every epoch was skipped
-        if not (self._active and exception) or isinstance(exception, NonFiniteError): return
+        if not (self._active and exception) or isinstance(exception, (NonFiniteError, CheckpointWriteError)): return
+        with signals_deferred():   # a second Ctrl-C or SIGTERM does not cut this save short
+            try: self.saved = self._save_interrupted(exception)
+            except Exception as e: warnings.warn(f"GANCheckpoint: could not save the interrupted fit: {e}")
+
+    def _save_interrupted(self, exception):
+        "Save what the interrupted fit did since its last checkpoint; the file to resume from"
+        if self._done is not None and self._done[1] == self.learn.train_iter:   # no training since the last epoch's save
+            epoch, _, fn = self._done
+            return fn if fn is not None else self.save_epoch(epoch)   # that save was cut short: the same state again
         where = dict(epoch=self.learn.epoch, batch=getattr(self.learn, 'iter', None), error=repr(exception))
-        try:
-            if self._savable(): atomic_save(checkpoint_state(self.learn, interrupted=where), self.interrupted_file)
-        except Exception as e: warnings.warn(f"GANCheckpoint: could not save {self.interrupted_file}: {e}")
+        if not self._savable(): return None
+        return atomic_save(checkpoint_state(self.learn, interrupted=where), self.interrupted_file)

@@ -1,5 +1,6 @@
 "GANCheckpoint: exact resume, safe writes, non-finite stops, and clear errors."
 import os, random, warnings
+from pathlib import Path
 from copy import deepcopy
 import pytest, torch
 from fastai.basics import Learner, DataLoaders, Callback, Transform, L1LossFlat, set_seed, L
@@ -184,7 +185,7 @@ def test_failed_save_keeps_the_previous_checkpoint(tmp_path, monkeypatch):
     models = tmp_path/'models'
     good = (models/'gan_epoch0.pth').read_bytes()
     def half_save(obj, f, *args, **kwargs):
-        f.write(b'PK\x03\x04' + b'\0' * 1000)   # a few bytes of a zip, then the disk is full
+        Path(f).write_bytes(b'PK\x03\x04' + b'\0' * 1000)   # a few bytes of a zip, then the disk is full
         raise OSError(28, 'No space left on device')
     monkeypatch.setattr(torch, 'save', half_save)
     learn2 = make_learner(tmp_path, cbs=GANCheckpoint(keep=1, resume=True))
@@ -304,3 +305,151 @@ def test_truncated_and_foreign_files(tmp_path):
     torch.save({'model': {}}, models/'other.pth')
     with pytest.raises(CheckpointError, match='other.pth is not a checkpoint written by `GANCheckpoint`'): load_checkpoint(learn, 'other')
     with pytest.raises(CheckpointError, match='No checkpoint missing'): load_checkpoint(learn, 'missing')
+
+
+# --- (5) interrupts, signals, full disks and file modes
+
+SAVE_LOOP = r'''
+import signal, sys, torch
+from pathlib import Path
+from gan_callbacks.checkpoint import atomic_save, stop_on_sigterm
+obj = {f't{i}': torch.rand(1 << 20) for i in range(24)}   # ~100 MB: a save takes a while
+fn = Path(sys.argv[1])
+try:
+    with stop_on_sigterm():
+        while True:
+            atomic_save(obj, fn); print('saved', flush=True)
+except KeyboardInterrupt as e: print(type(e).__name__, flush=True); sys.exit(130 if type(e) is KeyboardInterrupt else 143)
+except BaseException as e: print(type(e).__name__, e, flush=True); sys.exit(1)
+'''
+
+def default_signals():
+    "In the child: SIGINT and SIGTERM as a shell's foreground job gets them, whatever the test runner's were"
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+def wait_for(cond, p, timeout=600):
+    "Poll `cond` until true, or fail if process `p` ended or `timeout` seconds passed"
+    import time
+    t0 = time.monotonic()
+    while not cond():
+        assert p.poll() is None, f"the child ended early: {p.communicate()}"
+        assert time.monotonic() - t0 < timeout, 'timed out'
+        time.sleep(0.01)
+
+@pytest.mark.parametrize('sig,code,name', [('SIGINT', 130, 'KeyboardInterrupt'), ('SIGTERM', 143, 'Terminated')])
+def test_a_signal_while_the_temporary_file_is_written(tmp_path, sig, code, name):
+    "Ctrl-C or SIGTERM during `torch.save`: the interrupt itself reaches the caller (not torch's `unexpected pos`), the file stays whole"
+    import signal, subprocess, sys
+    fn = tmp_path/'x.pth'
+    p = subprocess.Popen([sys.executable, '-c', SAVE_LOOP, str(fn)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True, preexec_fn=default_signals)
+    try:
+        assert p.stdout.readline().strip() == 'saved'   # one whole file; now the next save is under way
+        wait_for(lambda: any(tmp_path.glob('.x.pth.*.tmp')), p)
+        p.send_signal(getattr(signal, sig))
+        out, err = p.communicate(timeout=600)
+    finally:
+        if p.poll() is None: p.kill()
+    assert p.returncode == code, (out, err)
+    assert out.strip().splitlines()[-1] == name
+    assert [f.name for f in tmp_path.iterdir()] == ['x.pth']   # no temporary left
+    assert len(torch.load(fn, weights_only=True)) == 24
+
+
+def test_checkpoints_follow_the_umask(tmp_path):
+    old = os.umask(0o002)
+    try: atomic_save({'a': 1}, tmp_path/'group.pth')
+    finally: os.umask(old)
+    old = os.umask(0o077)
+    try: atomic_save({'a': 1}, tmp_path/'private.pth')
+    finally: os.umask(old)
+    assert (tmp_path/'group.pth').stat().st_mode & 0o777 == 0o664
+    assert (tmp_path/'private.pth').stat().st_mode & 0o777 == 0o600
+
+
+def test_full_disk_names_the_file_the_space_and_the_last_good_checkpoint(tmp_path, monkeypatch):
+    import shutil
+    from collections import namedtuple
+    from gan_callbacks import checkpoint
+    from gan_callbacks.checkpoint import CheckpointWriteError
+    run(make_learner(tmp_path, cbs=GANCheckpoint()), n=1)
+    models, usage = tmp_path/'models', namedtuple('usage', 'total used free')
+    monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda d: usage(10**6, 10**6 - 5000, 5000))   # 5000 bytes left
+    learn = make_learner(tmp_path, cbs=GANCheckpoint(resume=True))
+    with pytest.raises(CheckpointWriteError) as e: run(learn, n=3)
+    msg = str(e.value).splitlines()[-1].strip()   # below fastai's line naming the callback
+    assert isinstance(e.value, OSError) and e.value.errno == 28
+    assert msg.startswith(f"Cannot write {models/'gan_epoch1.pth'}: No space left on device (it needs about ")
+    assert msg.endswith(f"MB, 0.0 MB free); the last good checkpoint is {models/'gan_epoch0.pth'}")
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth']   # no interrupted state tried, no temporary left
+    # the disk fills up while torch writes (its own writer reports no errno): the same line
+    free = iter([10**9, 5000])
+    monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda d: usage(10**9, 0, next(free)))
+    def fill(obj, f): Path(f).write_bytes(b'PK' * 1000); raise RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598')
+    monkeypatch.setattr(torch, 'save', fill)
+    with pytest.raises(CheckpointWriteError, match=r'gan_epoch9.pth: No space left on device \(it needs about 0.0 MB, 0.0 MB free\)$'):
+        atomic_save({'x': torch.zeros(10)}, models/'gan_epoch9.pth')
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth']
+
+
+def test_resume_true_takes_a_partial_epoch_when_no_epoch_was_finished(tmp_path):
+    learn = make_learner(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=0, batch=2)])
+    with pytest.raises(KeyboardInterrupt): run(learn, n=2)
+    models = tmp_path/'models'
+    assert [p.name for p in models.iterdir()] == ['gan_interrupted.pth']
+    assert learn.gan_checkpoint.saved == models/'gan_interrupted.pth'
+    assert find_checkpoint(learn, interrupted=True) == models/'gan_interrupted.pth' and find_checkpoint(learn) is None
+    resumed = make_learner(tmp_path, seed=3, cbs=GANCheckpoint(resume=True))
+    with resumed.no_bar(), resumed.no_logging(), pytest.warns(UserWarning, match='middle of epoch 0'):
+        resumed.fit(2, 1e-3)
+    assert resumed.gan_checkpoint.resumed_from == models/'gan_interrupted.pth'
+
+
+class InterruptAfterSave(Callback):
+    "A Ctrl-C after epoch `epoch`'s checkpoint is complete: in a later callback's `after_epoch`, or as the next epoch begins"
+    order = 60
+    def __init__(self, epoch=1, where='after_epoch'): self.epoch_, self.where = epoch, where
+    def after_epoch(self):
+        if self.where == 'after_epoch' and self.epoch == self.epoch_: raise KeyboardInterrupt
+    def before_epoch(self):
+        if self.where == 'before_epoch' and self.epoch == self.epoch_ + 1: raise KeyboardInterrupt
+
+@pytest.mark.parametrize('where', ['after_epoch', 'before_epoch', 'in_save'])
+def test_an_interrupt_at_an_epoch_boundary_leaves_that_epoch_s_checkpoint(tmp_path, where, monkeypatch):
+    "Ctrl-C once an epoch is done (even while its checkpoint is written): the epoch's checkpoint, complete, is where to resume"
+    ref = make_learner(tmp_path/'ref', given_d=False)
+    run(ref)
+    if where == 'in_save':
+        save, calls = torch.save, []
+        def cut(obj, f):   # the second epoch's save is interrupted half-way
+            calls.append(f)
+            if len(calls) == 2: Path(f).write_bytes(b'PK' * 100); raise KeyboardInterrupt
+            return save(obj, f)
+        monkeypatch.setattr(torch, 'save', cut)
+    learn = make_learner(tmp_path, given_d=False, cbs=[GANCheckpoint()] + ([] if where == 'in_save' else [InterruptAfterSave(1, where)]))
+    with pytest.raises(KeyboardInterrupt): run(learn)
+    monkeypatch.undo()
+    models = tmp_path/'models'
+    assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth', 'gan_epoch1.pth']   # no partial epoch, no temporary
+    assert learn.gan_checkpoint.saved == models/'gan_epoch1.pth'
+    resumed = make_learner(tmp_path, seed=1234, given_d=False, cbs=GANCheckpoint(resume=True))
+    run(resumed)
+    assert resumed.gan_checkpoint.resumed_from == models/'gan_epoch1.pth'
+    assert_same_run(resumed, ref)
+
+
+def test_a_second_interrupt_does_not_cut_the_saving_of_the_first(tmp_path, monkeypatch):
+    import signal
+    save = torch.save
+    def save_and_ctrl_c(obj, f):
+        if obj.get('interrupted'): os.kill(os.getpid(), signal.SIGINT)   # while the interrupted state is written
+        return save(obj, f)
+    monkeypatch.setattr(torch, 'save', save_and_ctrl_c)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)   # as in a foreground process, however the tests were started
+    try:
+        learn = make_learner(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=1)])
+        with pytest.raises(KeyboardInterrupt): run(learn, n=2)
+    finally: signal.signal(signal.SIGINT, old)
+    monkeypatch.undo()
+    assert load_checkpoint(make_learner(tmp_path), 'gan_interrupted')['interrupted']['epoch'] == 1
