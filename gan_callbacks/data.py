@@ -243,10 +243,18 @@ class ImageFile(Transform):
 
 # %% ../nbs/03_data.ipynb #b4bcd883
 class UnpairedDL(Pix2pixDL):
-    "Loader of (A, B) items from two domains: each A with a random B when shuffling (from `rng`), else B `i % len(B)`"
+    "Loader of (A, B) items from two domains: when shuffling, max(|A|, |B|) items of A `i % |A|` and a random B (from `rng`); else each A with B `i % |B|`"
+    @property
+    def n(self):
+        "Items per pass: the larger domain's count when shuffling (the reference's epoch), else A's"
+        a,b = self.dataset.tls
+        return max(len(a), len(b)) if self.shuffle else len(a)
+    @n.setter
+    def n(self, v): pass   # fastai's `__init__` sets the dataset's length (A's)
+
     def get_idxs(self):
-        n_b = len(self.dataset.tls[1])
-        return [(i, self.rng.randrange(n_b) if self.shuffle else i % n_b) for i in super().get_idxs()]
+        n_a,n_b = map(len, self.dataset.tls)
+        return [(i % n_a, self.rng.randrange(n_b) if self.shuffle else i % n_b) for i in super().get_idxs()]
 
     def create_item(self, s):
         a,b = self.dataset.tls
@@ -288,7 +296,8 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
         kwargs.setdefault('pin_memory', device.type=='cuda')
         dls = Datasets(tls=tls, n_inp=2).dataloaders(bs=bs, path=path, num_workers=num_workers, device=device,
             dl_type=UnpairedDL, after_item=ToTensor(), after_batch=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)], **kwargs)
-        if not len(dls.train): raise ValueError(f"No training batch: {len(trn[0])} A images in {path/(train+'A')} for bs={bs}")
+        if not len(dls.train): raise ValueError(f"No training batch: {len(trn[0])} A images in {path/(train+'A')} for bs={bs}, "
+                                               f"and {len(trn[1])} B images")
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=out_ch, load_size=load_size,
                    crop_size=crop_size)
 

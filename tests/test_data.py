@@ -495,3 +495,14 @@ def test_sample_unpaired_loads(home):
     a, b = dls.one_batch()
     assert a.shape == b.shape == (2, 3, 32, 32)
     assert (len(dls.train_ds), len(dls.valid_ds)) == (6, 2)
+
+def test_unpaired_epoch_is_the_larger_domain(tmp_path):
+    "As the reference's unaligned dataset: an epoch has max(|A|, |B|) items, A repeated when B is larger"
+    root = make_domains(tmp_path, dict(trainA=2, trainB=7, testA=1, testB=1), side=8)
+    dls = UnpairedDataLoaders.from_folder(root, load_size=8, crop_size=8, bs=1)
+    assert len(dls.train) == 7 and len(dls.valid) == 1
+    lookup = {**valid_images(root, 'trainA', 8), **{'flipped' + k: v[:, ::-1] for k, v in valid_images(root, 'trainA', 8).items()}}
+    a_seen = [ids(a, lookup)[0].replace('flipped', '') for a, _ in dls.train]
+    assert len(a_seen) == 7 and sorted(set(a_seen)) == ['trainA_0.png', 'trainA_1.png']
+    assert sorted(a_seen.count(k) for k in set(a_seen)) == [3, 4]   # A visited max(|A|, |B|) // |A| or one more times
+    assert len(UnpairedDataLoaders.from_folder(root, load_size=8, crop_size=8, bs=3).train) == 2   # drop_last over 7 items
