@@ -4,7 +4,7 @@
 
 # %% ../nbs/12_distributed.ipynb #7ef77550
 from __future__ import annotations
-import os, sys, socket, argparse, warnings
+import os, sys, json, socket, argparse, warnings
 from contextlib import contextmanager
 from datetime import timedelta
 from types import MethodType
@@ -13,6 +13,7 @@ from torch import nn
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+from torch.distributed.elastic.multiprocessing.api import SignalException
 from fastcore.basics import store_attr, first
 from fastai.callback.core import Callback
 from fastai.distributed import DistributedDL, DistributedTrainer, rank_distrib, num_distrib
@@ -23,7 +24,7 @@ from accelerate.utils import DistributedType
 
 # %% auto #0
 __all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'discriminators', 'GlooDistributedDL',
-           'DistributedGAN', 'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'relaunch']
+           'DistributedGAN', 'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'launch_argv', 'relaunch']
 
 # %% ../nbs/12_distributed.ipynb #383bcf39
 def is_distributed():
@@ -216,15 +217,29 @@ def _strip(argv, opts):
         elif a.split('=', 1)[0] not in flags: out.append(a)
     return out
 
+_argv_var = 'GAN_CALLBACKS_LAUNCH_ARGV'   # the launcher's command line, for the processes it starts
+
+def launch_argv(argv:list):
+    "The command line that started this run: `argv`, or in a process `relaunch` started, the launcher's own (with its launch options)"
+    v = os.environ.get(_argv_var)
+    return json.loads(v) if v and num_distrib() > 1 else list(argv)
+
+_stop_codes = (130, 143)   # a process that saved its state after Ctrl-C or SIGTERM (and said so)
+
 def relaunch(args:dict, argv:list, module:str='gan_callbacks'):
     "Take the launch options out of parsed `args`; if they ask for several processes, run `python -m module` with `argv` less them in each and return True"
     o = {k: args.pop(k) for k in _launch_opts}
     if o['nproc'] == 1 and o['nnodes'] == 1: return False
     if num_distrib() > 1: raise SystemExit(f"{module}: --nproc/--nnodes start processes: leave them out under torchrun or accelerate launch")
     if not 0 <= o['node_rank'] < o['nnodes']: raise SystemExit(f"{module}: --node-rank must be in 0..{o['nnodes'] - 1}, got {o['node_rank']}")
+    os.environ[_argv_var] = json.dumps([str(a) for a in argv])
     try: launch([sys.executable, '-m', module, *_strip(argv, _launch_opts)], **o)
+    except SignalException as e:   # Ctrl-C or SIGTERM here: torch's agent passed it on to every process and waited for them
+        raise SystemExit(128 + e.sigval) from None
     except ChildFailedError as e:
+        codes = {f.exitcode for f in e.failures.values()}
+        if len(codes) == 1 and codes <= set(_stop_codes): raise SystemExit(codes.pop()) from None   # stopped by a signal, and saved
         why = ', '.join(f"rank {r} ({f.signal_name() if f.exitcode < 0 else f'exit code {f.exitcode}'})" for r, f in sorted(e.failures.items()))
         raise SystemExit(f"{module}: {why} failed, the other processes were stopped; the checkpoints written before stay intact") from None
+    finally: os.environ.pop(_argv_var, None)
     return True
-

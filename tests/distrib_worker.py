@@ -1,4 +1,4 @@
-"One process of the 2-process tests in test_distributed.py (`python distrib_worker.py OUT [cyclegan]`): pix2pix, 3 iterations, then rank 1 is killed; or CycleGAN, 3 iterations."
+"One process of the 2-process tests in test_distributed.py (`python distrib_worker.py OUT [cyclegan|plain]`): pix2pix, 3 iterations, then rank 1 is killed; or CycleGAN, 3 iterations; or (plain) a `Learner` given only `Pix2pixTrainer`, 3 iterations."
 import os, sys, signal, warnings
 import torch
 import torch.distributed as dist
@@ -22,15 +22,15 @@ def items(n=12, size=32, seed=0):
     B = torch.rand(n, 3, size, size, generator=g) * 2 - 1
     return list(zip(A, B))
 
-def make_learner(path, seed, bs=2, data=None, **kw):
-    "Tiny instance-norm pix2pix, its initial weights drawn under `seed`, on unshuffled data"
+def make_learner(path, seed, bs=2, data=None, dgan=True, **kw):
+    "Tiny instance-norm pix2pix, its initial weights drawn under `seed`, on unshuffled data (`dgan=False`: no `DistributedGAN` given)"
     set_seed(seed)
     G = UnetGenerator(num_downs=5, ngf=8, norm='instance', use_dropout=False)
     D = PatchDiscriminator(ndf=8, n_layers=2, norm='instance')
     data = data or items()
     dls = DataLoaders.from_dsets(data, data[:4], bs=bs, shuffle=False, device='cpu')
     return Learner(dls, G, loss_func=L1LossFlat(), opt_func=partial(SGD, mom=0.9), path=path,
-                   cbs=[Pix2pixTrainer(D), DistributedGAN(), GANCheckpoint(**kw)])
+                   cbs=[Pix2pixTrainer(D), *([DistributedGAN()] if dgan else []), GANCheckpoint(**kw)])
 
 def tiny_d(seed, name, in_ch=3):
     "A tiny instance-norm PatchGAN drawn under (`seed`, `name`), the global random state left alone"
@@ -91,11 +91,12 @@ class Die(Callback):
         if self.training and self.epoch == 1 and self.iter == 1: os.kill(os.getpid(), signal.SIGKILL)
 
 if __name__ == '__main__':
-    out, rank, cycle = sys.argv[1], rank_distrib(), sys.argv[2:] == ['cyclegan']
+    out, rank, mode = sys.argv[1], rank_distrib(), (sys.argv[2:] or ['pix2pix'])[0]
+    cycle = mode == 'cyclegan'
     path = os.path.join(out, f'rank{rank}')
     # different initial weights on each rank: rank 0's must win
-    learn = make_cyclegan(path, seed=rank) if cycle else make_learner(path, seed=rank)
-    learn.add_cbs([Reduced(), Dump(out)] + ([Die()] if rank == 1 and not cycle else []))
+    learn = make_cyclegan(path, seed=rank) if cycle else make_learner(path, seed=rank, dgan=mode != 'plain')
+    learn.add_cbs([Reduced(), Dump(out)] + ([Die()] if rank == 1 and mode == 'pix2pix' else []))
     with warnings.catch_warnings(), learn.no_bar(), learn.no_logging(), learn.distrib_ctx():
         warnings.simplefilter('ignore')
-        learn.fit(1 if cycle else 3, LR)
+        learn.fit(3 if mode == 'pix2pix' else 1, LR)

@@ -109,6 +109,22 @@ def test_resume_on_one_process(run, one_process):
     assert learn.gan_checkpoint.resumed_from is not None
     for k, v in nets(ref).items(): assert rel_err(v, nets(learn)[k]) < 1e-5, k
 
+@pytest.fixture(scope='module')
+def plain_run(tmp_path_factory):
+    "One 2-process launch of `Learner(dls, G, cbs=[Pix2pixTrainer(D), ...])` under fastai's `learn.distrib_ctx()`: 3 iterations"
+    out = tmp_path_factory.mktemp('plain')
+    launch([sys.executable, WORKER, str(out), 'plain'], nproc=2)
+    return out
+
+def test_a_trainer_brings_what_distrib_ctx_needs(plain_run, one_process):
+    "No `DistributedGAN` given: the trainer adds it; ranks identical, D's gradients averaged, equal to one process on the global batch"
+    s0, s1 = (torch.load(plain_run/f'state{r}.pt', weights_only=False) for r in (0, 1))
+    for k in ('nets', 'opt', 'd_opt'): assert same(s0[k], s1[k]), k
+    assert s0['reduced'] == [d_size(s0) + 2] * 3
+    ref = one_process[0].keep.nets
+    for k in ('G', 'discriminator'): assert rel_err(ref[k], s0[k]) < 1e-5, k
+    assert files(plain_run/'rank0') == ['models/gan_epoch0.pth'] and files(plain_run/'rank1') == []
+
 # --- CycleGAN: `cyclegan_learner`, unpaired loaders, discriminators built at the first batch, image pools of 50
 # (still filling after 3 iterations: they return each fake as it comes, so the runs compare exactly)
 
