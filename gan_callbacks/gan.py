@@ -156,6 +156,13 @@ class _LastValue:
 
 def _sd(o): return None if o is None else o.state_dict()
 
+def _bring_distributed_gan(learn):
+    "Add `DistributedGAN` to `learn` unless it has one: the callback added, else `None`"
+    if any(isinstance(cb, DistributedGAN) for cb in learn.cbs): return None
+    cb = DistributedGAN()
+    learn.add_cb(cb)
+    return cb
+
 class AdversarialTrainer(StateDictCallback):
     "Base of the GAN trainers: the discriminators and their optimizer, precision, non-finite skipping, loss columns, state, export"
     check_every = 100   # batches between two reads of the non-finite count (and at each epoch's end)
@@ -181,6 +188,15 @@ class AdversarialTrainer(StateDictCallback):
     def cols(self): return self.g_cols + self.d_cols
     @property
     def discriminators(self): return {k: getattr(self, k, None) for k in self.d_names}
+
+    def after_create(self):
+        "Given to a `Learner`: `DistributedGAN` comes too, so that fastai's `learn.distrib_ctx()` shares the discriminators"
+        _bring_distributed_gan(self.learn)
+
+    def before_fit(self):
+        "Added to a `Learner` after it was made: `DistributedGAN` joins now, and sets up before fastai's `DistributedTrainer` does"
+        if (cb := _bring_distributed_gan(self.learn)) is not None: cb('before_fit')
+        super().before_fit()
 
     def on_train_begin(self, **kwargs):
         "Set up device, precision, discriminators, loss columns and counts; snapshot the state for `lr_find`"

@@ -109,6 +109,19 @@ def test_resume_on_one_process(run, one_process):
     assert learn.gan_checkpoint.resumed_from is not None
     for k, v in nets(ref).items(): assert rel_err(v, nets(learn)[k]) < 1e-5, k
 
+def test_a_trainer_adds_distributed_gan_once(tmp_path):
+    "Given to the `Learner`, or added later: `DistributedGAN` comes with the trainer, once"
+    from gan_callbacks.distributed import DistributedGAN
+    from gan_callbacks.pix2pix import Pix2pixTrainer
+    count = lambda learn: sum(isinstance(cb, DistributedGAN) for cb in learn.cbs)
+    assert count(make_learner(tmp_path, seed=0, dgan=False)) == 1 and count(make_learner(tmp_path, seed=0)) == 1
+    learn = make_learner(tmp_path, seed=0, dgan=False)
+    learn.remove_cbs([cb for cb in learn.cbs if isinstance(cb, (DistributedGAN, Pix2pixTrainer))])
+    learn.add_cb(Pix2pixTrainer(tiny_d(0, 'd_a', in_ch=6)))
+    assert count(learn) == 0
+    fit(learn, 1)
+    assert count(learn) == 1
+
 @pytest.fixture(scope='module')
 def plain_run(tmp_path_factory):
     "One 2-process launch of `Learner(dls, G, cbs=[Pix2pixTrainer(D), ...])` under fastai's `learn.distrib_ctx()`: 3 iterations"
