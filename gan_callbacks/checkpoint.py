@@ -177,6 +177,8 @@ def _read(fn, device=None):
     except IsADirectoryError: raise CheckpointError(f"{fn} is a directory, not a checkpoint file") from None
     except Exception as e:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        # torch's own advice (load it without `weights_only`) is not for a file that may run code when unpickled
+        if why.startswith('Weights only load failed'): why = 'it holds more than tensors and numbers, or is no torch file'
         raise CheckpointError(f"Cannot read the checkpoint {fn}: it is truncated or corrupt ({why})") from e
     if not isinstance(ck, dict) or ck.get('format') != _FORMAT:
         raise CheckpointError(f"{fn} is not a checkpoint written by `GANCheckpoint`")

@@ -453,3 +453,10 @@ def test_a_second_interrupt_does_not_cut_the_saving_of_the_first(tmp_path, monke
     finally: signal.signal(signal.SIGINT, old)
     monkeypatch.undo()
     assert load_checkpoint(make_learner(tmp_path), 'gan_interrupted')['interrupted']['epoch'] == 1
+
+
+def test_random_bytes_are_named_without_torch_s_advice(tmp_path):
+    learn = make_learner(tmp_path)
+    (tmp_path/'random.pth').write_bytes(os.urandom(5000))
+    with pytest.raises(CheckpointError) as e: load_checkpoint(learn, tmp_path/'random.pth')
+    assert 'random.pth: it is truncated or corrupt' in str(e.value) and 'weights_only' not in str(e.value)
