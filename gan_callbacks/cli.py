@@ -4,8 +4,8 @@
 
 # %% ../nbs/06_cli.ipynb #f79888ae
 from __future__ import annotations
-import argparse, inspect, json, math, shlex, sys, time, warnings
-from contextlib import contextmanager
+import argparse, inspect, json, math, os, re, shlex, socket, sys, time, warnings
+from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import torch
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
@@ -20,18 +20,18 @@ from fastai.data.transforms import get_image_files
 from .models import UnetGenerator, ResnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
 from .cyclegan import cyclegan_learner
-from .checkpoint import GANCheckpoint, find_checkpoint
+from .checkpoint import GANCheckpoint, find_checkpoint, CheckpointError, Terminated, stop_on_sigterm, signals_deferred
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
 from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores
 from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
                                    export_generator, export_formats, preprocesses, test_modes, write_model_folder)
-from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
+from .distributed import launch_argv, setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
 
 # %% auto #0
 __all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'generator', 'translate_image',
            'mean_target', 'mean_image_l1', 'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible',
-           'train', 'translate', 'true_pairs', 'translate_batch', 'MappingL1', 'CycleGANGrid', 'train_cyclegan',
-           'evaluate_cmd', 'resume_command', 'main']
+           'train', 'check_not_over_input', 'check_pickle', 'run_lock', 'hold_lock', 'translate', 'true_pairs',
+           'translate_batch', 'MappingL1', 'CycleGANGrid', 'train_cyclegan', 'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -214,6 +214,7 @@ def _check_train(data, sample, out, seed, **numbers):
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
     check_numbers(seed=seed, **numbers)
     out, rank = _out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
+    if not rank: hold_lock(out)   # one run per output folder
     if seed is not None:
         from fastai.torch_core import set_seed
         set_seed(seed)
@@ -227,26 +228,60 @@ def _set_precision(learn, precision):
         learn.to_fp16()
 
 class Interrupted(Exception):
-    "Ctrl-C: what was kept, and the checkpoint to resume from (if any)"
-    def __init__(self, msg, resume=None): super().__init__(msg); self.resume = resume
+    "Ctrl-C or SIGTERM: what was kept, the checkpoint to resume from (if any), and the exit code (130, 143)"
+    def __init__(self, msg, resume=None, code=130, last=False): super().__init__(msg); self.resume, self.code, self.last = resume, code, last
+
+def _stop(e):
+    "How a run was stopped by interrupt `e`, and the shell's exit code for it"
+    return ('stopped by SIGTERM', 143) if isinstance(e, Terminated) else ('interrupted', 130)
 
 @contextmanager
 def interruptible(learn, ckpt):
-    "Turn Ctrl-C during the fit into `Interrupted`, naming the file `GANCheckpoint` `ckpt` saved the state to"
-    start = time.time()
+    "Turn Ctrl-C or SIGTERM during the fit into `Interrupted`, naming the checkpoint `GANCheckpoint` `ckpt` left to resume from"
     try: yield
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as e:
+        how, code = _stop(e)
         ckpt.learn = learn   # `fit` has detached it
-        f = ckpt.interrupted_file
-        where = f"training interrupted in epoch {getattr(learn, 'epoch', 0) + 1} of {getattr(learn, 'n_epoch', '?')}"
-        if f.is_file() and f.stat().st_mtime >= start: raise Interrupted(f"{where}; state saved to {f}", f) from None
+        n, f = getattr(learn, 'n_epoch', '?'), ckpt.saved
+        if f is not None and f != ckpt.interrupted_file:   # no training since an epoch's checkpoint: the exact place
+            k = int(re.search(r'_epoch(\d+)\.pth$', f.name).group(1)) + 1
+            where = 'after its last epoch' if k == n else f"after epoch {k} of {n}"
+            raise Interrupted(f"training {how} {where}; state saved to {f}", True, code, last=k == n) from None
+        where = f"training {how} in epoch {getattr(learn, 'epoch', 0) + 1} of {n}"
+        if f is not None: raise Interrupted(f"{where}; state saved to {f}", f, code) from None
         last = find_checkpoint(learn, ckpt.fname)   # nothing saved now (e.g. weights not finite): the last finished epoch
-        raise Interrupted(f"{where}; nothing saved" + (f", the last finished epoch is in {last}" if last else ''), last and True) from None
+        raise Interrupted(f"{where}; nothing saved" + (f", the last finished epoch is in {last}" if last else ''), last and True, code) from None
+
+_fitted = []   # the Learner whose fit ended, while `train` writes its results (rank 0)
+
+def _write_generator(learn):
+    "The generator files `train` writes (a model folder and fastai's export), when stopped after the last epoch"
+    out, t = Path(learn.path), next((cb for cb in learn.cbs if hasattr(cb, 'test_mode')), None)
+    learn.export('generator.pkl')
+    write_model_folder(learn.model, out/'generator', dict(size=learn.dls.crop_size, test_mode=getattr(t, 'test_mode', 'eval')))
+    return out/'generator'
 
 def _fit(learn, ckpt, fit, *args, **kwargs):
-    "Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C becoming `Interrupted`"
-    with interruptible(learn, ckpt), distrib_fit(learn): fit(*args, **kwargs)
+    "Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C or SIGTERM becoming `Interrupted`"
+    if ckpt.resume is True and find_checkpoint(learn, ckpt.fname, interrupted=True) is None:
+        d = Path(learn.path)/learn.model_dir
+        raise CLIError(f"--resume: nothing to resume in {d} (no {ckpt.fname}_epoch*.pth, no {ckpt.fname}_interrupted.pth)")
+    try:
+        with interruptible(learn, ckpt), distrib_fit(learn): fit(*args, **kwargs)
+    except Interrupted as e:
+        if e.last and not rank_distrib():   # the fit is complete: its generator is kept
+            with signals_deferred(): g = _write_generator(learn)
+            raise Interrupted(f"{e}; the generator is in {g}", True, e.code) from None
+        raise
+    if not rank_distrib(): _fitted.append(learn)
 
+def _after_fit_interrupted(e):
+    "Ctrl-C or SIGTERM while `train` wrote the results of a complete fit: the generator is still written; an `Interrupted`, else `None`"
+    if not _fitted: return None
+    learn = _fitted.pop()
+    how, code = _stop(e)
+    with signals_deferred(): g = _write_generator(learn)
+    return Interrupted(f"training {how} after its last epoch, while its results were written; the generator is in {g}", True, code)
 def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned',
           test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=8, seed=None):
@@ -297,16 +332,85 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
           f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn
 
+# %% ../nbs/06_cli.ipynb #60974d2b
+def check_not_over_input(files, output):
+    "Refuse an `output` folder in which a translation would replace one of the input `files` (resolved paths: links, `.`, a file's own folder)"
+    out = Path(output)
+    for f in files:
+        o = out/f.name
+        if o.resolve() == f.resolve() or (o.exists() and o.samefile(f)):
+            raise CLIError(f"--output {output} would overwrite the input image {f}: choose another folder")
+
+def check_pickle(model, trust_pickle=False):
+    "Refuse a pickled `model` (`.pkl`) unless trusted: loading a pickle runs whatever code it holds"
+    if Path(model).suffix.lower() == '.pkl' and not trust_pickle:
+        raise CLIError(f"--model {model} is a pickle, and loading a pickle runs any code it holds: give --trust-pickle if it comes "
+                       "from you or someone you trust, or use a model folder (train writes one, generator/; export --format folder)")
+
+_lock_name = '.gan_callbacks.lock'
+
+def _alive(pid):
+    "Whether process `pid` runs on this machine"
+    try: os.kill(pid, 0)
+    except ProcessLookupError: return False
+    except PermissionError: return True   # someone else's
+    return True
+
+def _read_lock(fn):
+    try: o = json.loads(Path(fn).read_text())
+    except (OSError, ValueError): return None
+    return o if isinstance(o, dict) and isinstance(o.get('pid'), int) else None
+
+def _who(o): return f"PID {o['pid']} on {o.get('host', '?')}, started {o.get('started', '?')}: {o.get('command', '?')}"
+
+@contextmanager
+def run_lock(out):
+    "Hold the lock of output folder `out` (a file with this process's PID, host, start and command) while a run writes there"
+    fn = Path(out)/_lock_name
+    me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%d %H:%M:%S'), command=shlex.join(sys.argv))
+    for _ in range(3):
+        try: fd = os.open(fn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        except FileExistsError:
+            other = _read_lock(fn)
+            mine = other is not None and other.get('host') == me['host'] and other['pid'] == me['pid']   # left by this process
+            if other is not None and not mine and (other.get('host') != me['host'] or _alive(other['pid'])):
+                gone = '' if other.get('host') == me['host'] else f"; if it no longer runs, delete {fn}"
+                raise CLIError(f"--out {out} is in use by another run ({_who(other)}): wait for it to end, or choose another --out{gone}")
+            if not mine: print(f"gan_callbacks: removed the stale lock {fn} of a run that ended without releasing it"
+                  + (f" ({_who(other)})" if other else ''), file=sys.stderr, flush=True)
+            fn.unlink(missing_ok=True)
+            continue
+        except OSError as e: raise CLIError(f"cannot write to --out {out}: {e.strerror}")
+        with os.fdopen(fd, 'w') as f: json.dump(me, f)
+        break
+    else: raise CLIError(f"--out {out}: cannot take its lock {fn}")
+    try: yield fn
+    finally:
+        if (_read_lock(fn) or {}).get('pid') == me['pid']: fn.unlink(missing_ok=True)
+
+_held = []   # the locks this command holds, released by `main` when it ends
+
+def hold_lock(out):
+    "Take the lock of output folder `out` until the command ends"
+    cm = run_lock(out)
+    cm.__enter__()
+    _held.append(cm)
+
+def _release_locks():
+    while _held: _held.pop().__exit__(None, None, None)
+
 # %% ../nbs/06_cli.ipynb #dbac598c
 _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
 
-def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB'):
+def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB', trust_pickle=False):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
     model, input = Path(model), Path(input)
     if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in _exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
+    check_not_over_input(files, output)
+    check_pickle(model, trust_pickle)
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
         raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
@@ -315,7 +419,7 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess='r
         try: im = translate_image(G, f, aligned=aligned, size=load_size or s['size'], test_mode=test_mode or s['test_mode'],
                                   preprocess=preprocess, keep_size=not network_size, direction=direction)
         except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
-        except KeyboardInterrupt: raise Interrupted(f"interrupted after {i} of {len(files)} image(s), written to {output}/") from None
+        except KeyboardInterrupt as e: raise Interrupted(f"{_stop(e)[0]} after {i} of {len(files)} image(s), written to {output}/", code=_stop(e)[1]) from None
         im.save(output/f.name)
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
@@ -420,9 +524,10 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
     return learn
 
 # %% ../nbs/06_cli.ipynb #d424cf80
-def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None):
+def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None, trust_pickle=False):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
     if not Path(model).is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    check_pickle(model, trust_pickle)
     try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
@@ -476,6 +581,7 @@ def _parser():
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
+    r.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     x = sub.add_parser('export', help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
     x.add_argument('--model', required=True, help='a model folder, generator.pkl, a checkpoint, or a latest_net_G.pth')
     x.add_argument('--format', choices=export_formats, required=True)
@@ -483,6 +589,7 @@ def _parser():
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
     x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
+    x.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
@@ -494,6 +601,7 @@ def _parser():
     e.add_argument('--test-mode', choices=test_modes, default=None, help="default: the trainer's, or 'paper' for a .pth")
     e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
+    e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     return p
 
 _cyclegan_only = ('n_blocks', 'lambda_a', 'lambda_b', 'lambda_idt', 'pool_size')
@@ -520,6 +628,18 @@ def resume_command(argv, ckpt):
         if not skip: res.append(a)
     return shlex.join(['gan_callbacks', *res, '--resume', *([] if ckpt is True else [str(ckpt)])])
 
+def _export(trust_pickle=False, **kwargs):
+    "`export_generator` from the command line: a pickle only when trusted"
+    check_pickle(kwargs['model'], trust_pickle)
+    return export_generator(**kwargs)
+
+def _one_line(e):
+    "The message of `CheckpointError` or `OSError` `e`, without fastai's line naming the callback it came through"
+    if isinstance(e, OSError) and not isinstance(e, CheckpointError) and e.strerror:
+        return ': '.join(str(o) for o in (e.filename, e.filename2) if o is not None) + f": {e.strerror}" if e.filename else e.strerror
+    msg = str(e)
+    return msg.split('\n', 1)[1].lstrip('\t') if msg.startswith('Exception occured in `') and '\n' in msg else msg
+
 def main(argv=None):
     "Entry point of the `gan_callbacks` console script"
     p = _parser()
@@ -527,9 +647,21 @@ def main(argv=None):
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
     if cmd == 'train' and relaunch(args, argv): return
-    try: dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=export_generator)[cmd](**args)
+    run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export)[cmd]
+    try:
+        with stop_on_sigterm():
+            run(**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
-    except Interrupted as e:   # Ctrl-C: one line, and the shell's exit code for SIGINT
-        hint = f"; resume with: {resume_command(argv, e.resume)}" if e.resume else ''
-        p.exit(130, f"gan_callbacks {cmd}: {e}{hint}\n")
-    except KeyboardInterrupt: p.exit(130, f"gan_callbacks {cmd}: interrupted\n")
+    except (CheckpointError, OSError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")
+    except Interrupted as e:   # Ctrl-C or SIGTERM: one line, and the shell's exit code for the signal
+        hint = f"; resume with: {resume_command(launch_argv(argv), e.resume)}" if e.resume else ''
+        if not rank_distrib(): sys.stderr.write(f"gan_callbacks {cmd}: {e}{hint}\n")
+        sys.exit(e.code)
+    except KeyboardInterrupt as e:
+        if (i := _after_fit_interrupted(e)) is not None:
+            sys.stderr.write(f"gan_callbacks {cmd}: {i}; to write the rest, resume with: {resume_command(launch_argv(argv), True)}\n")
+            sys.exit(i.code)
+        how, code = _stop(e)
+        p.exit(code, f"gan_callbacks {cmd}: {how}\n")
+    finally: _fitted.clear(); _release_locks()
+

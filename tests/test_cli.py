@@ -66,11 +66,11 @@ def test_exported_generator_predicts_without_D(trained, tiny):
 
 def test_translate_folder(trained, tiny, tmp_path):
     out = tmp_path/'t'
-    assert run(['translate', '--model', trained/'generator.pkl', '--input', tiny/'val', '--output', out, '--aligned']) == 0
+    assert run(['translate', '--model', trained/'generator.pkl', '--trust-pickle', '--input', tiny/'val', '--output', out, '--aligned']) == 0
     assert sorted(f.name for f in out.iterdir()) == sorted(f.name for f in (tiny/'val').iterdir())
     # a single file, not aligned: same size as the input
     src = tmp_path/'in.png'; Image.new('RGB', (40, 24), (10, 200, 30)).save(src)
-    assert run(['translate', '--model', trained/'generator.pkl', '--input', src, '--output', out]) == 0
+    assert run(['translate', '--model', trained/'generator.pkl', '--trust-pickle', '--input', src, '--output', out]) == 0
     assert Image.open(out/'in.png').size == (40, 24)
 
 
@@ -187,7 +187,7 @@ def test_ctrl_c_in_translate_exits_130(trained, tiny, tmp_path, capsys, monkeypa
         if len(calls) == 2: raise KeyboardInterrupt
         return Image.new('RGB', (8, 8))
     monkeypatch.setattr(cli, 'translate_image', translate_image)
-    assert run(['translate', '--model', trained/'generator.pkl', '--input', tiny/'val', '--output', tmp_path/'t', '--aligned']) == 130
+    assert run(['translate', '--model', trained/'generator.pkl', '--trust-pickle', '--input', tiny/'val', '--output', tmp_path/'t', '--aligned']) == 130
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [f"gan_callbacks translate: interrupted after 1 of 2 image(s), written to {tmp_path/'t'}/"]
 
@@ -283,11 +283,11 @@ def test_cyclegan_train_writes_everything(trained_cyclegan, tiny_unpaired):
 
 def test_cyclegan_translate_both_directions(trained_cyclegan, tiny_unpaired, tmp_path):
     for d, src in (('AtoB', 'testA'), ('BtoA', 'testB')):
-        assert run(['translate', '--model', trained_cyclegan/'generator.pkl', '--input', tiny_unpaired/src,
+        assert run(['translate', '--model', trained_cyclegan/'generator.pkl', '--trust-pickle', '--input', tiny_unpaired/src,
                     '--output', tmp_path/d, '--direction', d]) == 0
         assert sorted(f.name for f in (tmp_path/d).iterdir()) == sorted(f.name for f in (tiny_unpaired/src).iterdir())
     src = tiny_unpaired/'testA'/'0000.png'
-    assert run(['translate', '--model', trained_cyclegan/'generator.pkl', '--input', src, '--output', tmp_path/'ba', '--direction', 'BtoA']) == 0
+    assert run(['translate', '--model', trained_cyclegan/'generator.pkl', '--trust-pickle', '--input', src, '--output', tmp_path/'ba', '--direction', 'BtoA']) == 0
     assert not np.array_equal(np.asarray(Image.open(tmp_path/'ba'/'0000.png')), np.asarray(Image.open(tmp_path/'AtoB'/'0000.png')))
     learn = load_learner(trained_cyclegan/'generator.pkl')
     assert translate_image(learn, src, direction='BtoA').size == (32, 32)
@@ -331,5 +331,5 @@ def test_cyclegan_bad_arguments_exit_2(argv, msg, capsys):
     assert msg in capsys.readouterr().err
 
 def test_pix2pix_generator_has_no_BtoA(trained, tiny, tmp_path, capsys):
-    assert run(['translate', '--model', trained/'generator.pkl', '--input', tiny/'val', '--output', tmp_path, '--direction', 'BtoA']) == 2
+    assert run(['translate', '--model', trained/'generator.pkl', '--trust-pickle', '--input', tiny/'val', '--output', tmp_path, '--direction', 'BtoA']) == 2
     assert 'translates A -> B only' in capsys.readouterr().err

@@ -135,7 +135,7 @@ def test_a_trainer_brings_what_distrib_ctx_needs(plain_run, one_process):
     for k in ('nets', 'opt', 'd_opt'): assert same(s0[k], s1[k]), k
     assert s0['reduced'] == [d_size(s0) + 2] * 3
     ref = one_process[0].keep.nets
-    for k in ('G', 'discriminator'): assert rel_err(ref[k], s0[k]) < 1e-5, k
+    for k in ('G', 'discriminator'): assert rel_err(ref[k], s0['nets'][k]) < 1e-5, k
     assert files(plain_run/'rank0') == ['models/gan_epoch0.pth'] and files(plain_run/'rank1') == []
 
 # --- CycleGAN: `cyclegan_learner`, unpaired loaders, discriminators built at the first batch, image pools of 50

@@ -287,7 +287,7 @@ def test_plot_training_has_a_psnr_ssim_panel():
 
 def test_evaluate_command(run_dir, tmp_path, capsys):
     data, out = run_dir
-    assert main(['evaluate', '--model', str(out/'generator.pkl'), '--data', str(data), '--out', str(tmp_path/'ev')]) is None
+    assert main(['evaluate', '--trust-pickle', '--model', str(out/'generator.pkl'), '--data', str(data), '--out', str(tmp_path/'ev')]) is None
     text = capsys.readouterr().out
     assert '5 pairs' in text and 'PSNR' in text and 'SSIM' in text
     assert sorted(f.name for f in (tmp_path/'ev').iterdir()) == ['best_worst.png', 'metrics.csv', 'summary.json']
@@ -301,6 +301,6 @@ def test_evaluate_bad_input(run_dir, tmp_path, argv, msg, capsys):
     data, out = run_dir
     args = dict(zip(['--model', '--data', '--out'], [str(out/'generator.pkl'), str(data), str(tmp_path/'ev')]))
     args.update(dict(zip(argv[::2], argv[1::2])))
-    with pytest.raises(SystemExit) as e: main(['evaluate', *[x for kv in args.items() for x in kv]])
+    with pytest.raises(SystemExit) as e: main(['evaluate', '--trust-pickle', *[x for kv in args.items() for x in kv]])
     assert e.value.code == 2 and msg in capsys.readouterr().err
     assert not (tmp_path/'ev').exists()   # nothing written
