@@ -104,9 +104,11 @@ class SampleGrid(Callback):
         return f"after epoch {self.epoch + 1} of {self.n_epoch}" + (f" (valid loss {v:.4f})" if isinstance(v, float) else '')
 
     def after_epoch(self):
-        if self.skipped: return
-        out = self.predict()
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
+        if self.skipped:   # the grid of an epoch done before a resume
+            if fn.is_file(): self.files.append(fn)
+            return
+        out = self.predict()
         if rank_distrib(): return   # every process predicts (collectives stay in step), rank 0 writes
         image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=self.labels,
                    title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
