@@ -22,7 +22,7 @@ from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_
 from .inference import from_pil, to_pil, translate_image, translate_batch, image_exts, preprocesses, test_modes
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores, mean_target
-from .interop import InteropError, read_generator, export_generator, export_formats
+from .interop import InteropError, read_generator, export_generator, export_formats, write_model_folder
 from .distributed import setup_process, distrib_fit, add_launch_args, relaunch
 
 # %% auto #0
@@ -97,7 +97,7 @@ def _fit(learn, ckpt, fit, *args, **kwargs):
 
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
-    name, multiple, why, sample_name = None, 1, '', 'sample dataset'
+    name, multiple, why, sample_name, test_mode = None, 1, '', 'sample dataset', 'eval'
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
     def check(self): pass          # checks of the model's own options that `check_numbers` does not make
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
@@ -105,6 +105,7 @@ class TrainRun:
     def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
     def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
     def summary(self, learn, data, out, grid): raise NotImplementedError   # summary.json's dict, and the lines printed after the fit
+    def options(self): return {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, **options):
@@ -130,6 +131,9 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs
     learn.export('generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode), scores=summary, sample=grid.files[-1],
+                       training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
     print('\n'.join(lines))
     return learn
 
@@ -168,14 +172,15 @@ class Pix2pixRun(TrainRun):
                    f"; the input: {s['input_psnr']:.2f} dB / {s['input_ssim']:.4f}"),
                    f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
                    f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
-                   f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1, PSNR and SSIM figures\n"
+                   f"  generator/      the generator as a model folder (safetensors, config, model card: load_generator / translate --model)\n"
+                   f"  generator.pkl   the same as a fastai export (a pickle: load it only from people you trust)\n  summary.json    L1, PSNR and SSIM figures\n"
                    f"  checkpoints/    full training state of the last epochs (--resume continues from it)"]
 
 # %% ../nbs/06_cli.ipynb #dbac598c
 def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB'):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
     model, input = Path(model), Path(input)
-    if not model.is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(image_exts))})")
@@ -242,7 +247,7 @@ class CycleGANRun(TrainRun):
                      "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**s) + ('' if 'identity_psnr' not in s else
                      "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**s))]
         return s, lines + [f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if self.truth else 'a B image'}, one per epoch), "
-                           f"generator.pkl (translate --direction AtoB|BtoA), summary.json, checkpoints/"]
+                           f"generator/ (a model folder: translate --model {out/'generator'} --direction AtoB|BtoA), generator.pkl, summary.json, checkpoints/"]
 
 train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun}   # the models of `train`, by `--model` name
 
@@ -296,7 +301,7 @@ def _parser():
     c.add_argument('--pool-size', type=int, help='fake images kept for the discriminators (default 50, 0: none)')
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
-    r.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
+    r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
@@ -308,10 +313,10 @@ def _parser():
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
-    x = sub.add_parser('export', help='write a generator as ONNX or as a reference state dict', description=export_generator.__doc__)
-    x.add_argument('--model', required=True, help='generator.pkl, a checkpoint, or a latest_net_G.pth')
+    x = sub.add_parser('export', help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
+    x.add_argument('--model', required=True, help='a model folder, generator.pkl, a checkpoint, or a latest_net_G.pth')
     x.add_argument('--format', choices=export_formats, required=True)
-    x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference)')
+    x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference), or the folder (--format folder)')
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
     x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")

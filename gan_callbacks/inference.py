@@ -30,11 +30,14 @@ def from_pil(im, ch=3):
 # %% ../nbs/05a_inference.ipynb #0fdf4008
 image_exts = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp')   # the files read as images from a folder
 
+# %% ../nbs/05a_inference.ipynb #4fadd642
+def round_to(n, multiple):
+    "`n` rounded to the nearest multiple of `multiple` (at least `multiple`)"
+    return max(multiple, int(round(n / multiple)) * multiple)
+
 # %% ../nbs/05a_inference.ipynb #fb9a9c5d
 preprocesses = ('resize', 'scale_width', 'none')
 test_modes = ('paper', 'eval')
-
-def _round_to(n, multiple): return max(multiple, int(round(n / multiple)) * multiple)
 
 def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256, multiple:int=4):
     "PIL image `im` resized as the reference's test script does with `--preprocess`, sides rounded to `multiple`"
@@ -42,7 +45,7 @@ def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256,
     w, h = im.size
     if preprocess == 'resize': w = h = load_size
     elif preprocess == 'scale_width' and not (w == load_size and h >= load_size): w, h = load_size, int(max(load_size * h / w, load_size))
-    size = (_round_to(w, multiple), _round_to(h, multiple))
+    size = (round_to(w, multiple), round_to(h, multiple))
     return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
 
 @contextmanager
