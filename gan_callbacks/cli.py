@@ -97,7 +97,7 @@ def _fit(learn, ckpt, fit, *args, **kwargs):
 
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
-    name, multiple, why, sample_name = None, 1, '', 'sample dataset'
+    name, multiple, why, sample_name, test_mode = None, 1, '', 'sample dataset', 'eval'
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
     def check(self): pass          # checks of the model's own options that `check_numbers` does not make
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
@@ -105,6 +105,7 @@ class TrainRun:
     def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
     def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
     def summary(self, learn, data, out, grid): raise NotImplementedError   # summary.json's dict, and the lines printed after the fit
+    def options(self): return {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, **options):
@@ -130,9 +131,9 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs
     learn.export('generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=getattr(run, 'test_mode', 'eval')), scores=summary,
-                       sample=grid.files[-1], training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs,
-                                                            load_size=load_size, crop_size=crop_size, lr=lr, ngf=ngf, precision=precision, seed=seed, **options))
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode), scores=summary, sample=grid.files[-1],
+                       training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
     print('\n'.join(lines))
     return learn
 

@@ -13,7 +13,7 @@ from .data import image_modes
 from .gan import paper_test_mode, find_trainer
 
 # %% auto #0
-__all__ = ['preprocesses', 'test_modes', 'to_pil', 'from_pil', 'round_to', 'reference_resize', 'eval_mode', 'run_generator',
+__all__ = ['preprocesses', 'test_modes', 'to_pil', 'from_pil', 'reference_resize', 'eval_mode', 'run_generator',
            'generator_settings', 'generator', 'translate_image', 'translate_batch']
 
 # %% ../nbs/05a_inference.ipynb #02f27398
@@ -30,11 +30,14 @@ def from_pil(im, ch=3):
 # %% ../nbs/05a_inference.ipynb #0fdf4008
 image_exts = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp')   # the files read as images from a folder
 
+# %% ../nbs/05a_inference.ipynb #4fadd642
+def round_to(n, multiple):
+    "`n` rounded to the nearest multiple of `multiple` (at least `multiple`)"
+    return max(multiple, int(round(n / multiple)) * multiple)
+
 # %% ../nbs/05a_inference.ipynb #fb9a9c5d
 preprocesses = ('resize', 'scale_width', 'none')
 test_modes = ('paper', 'eval')
-
-def round_to(n, multiple): return max(multiple, int(round(n / multiple)) * multiple)
 
 def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256, multiple:int=4):
     "PIL image `im` resized as the reference's test script does with `--preprocess`, sides rounded to `multiple`"

@@ -15,8 +15,9 @@ from fastai.torch_core import default_device
 from .models import UnetGenerator, ResnetGenerator, check_input
 from .cyclegan import CycleGANModel
 from .data import image_modes, sample_photos, _photo
-from .inference import generator_settings, eval_mode, run_generator, from_pil, round_to
 from .checkpoint import CheckpointError, atomic_save, check_fits, is_checkpoint, few_keys
+from .inference import generator_settings, eval_mode, run_generator, round_to, from_pil
+from .show import image_grid
 
 # %% auto #0
 __all__ = ['model_file', 'config_file', 'card_file', 'sample_file', 'export_formats', 'InteropError', 'clean_state_dict',
@@ -301,7 +302,6 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
 # %% ../nbs/11_interop.ipynb #df676226
 def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
     "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels"
-    from gan_callbacks.show import image_grid
     G, s = model.g_a if hasattr(model, 'g_a') else model, settings
     side = round_to(max(size, s['multiple']), s['multiple'])
     dev, rows = next(G.parameters()).device, []
