@@ -106,6 +106,7 @@ _fitted = []   # the Learner whose fit ended, while `train` writes its results (
 def _write_generator(learn):
     "The generator files `train` writes (a model folder and fastai's export), when stopped after the last epoch"
     out, t = Path(learn.path), next((cb for cb in learn.cbs if hasattr(cb, 'test_mode')), None)
+    learn.logger = print   # the stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
     learn.export('generator.pkl')
     write_model_folder(learn.model, out/'generator', dict(size=learn.dls.crop_size, test_mode=getattr(t, 'test_mode', 'eval')))
     return out/'generator'
@@ -173,7 +174,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs
     print('\n'.join(lines))
     return learn
 
-# %% ../nbs/06_cli.ipynb #02fc8e43
+# %% ../nbs/06_cli.ipynb #5dc4a38d
 def check_not_over_input(files, output):
     "Refuse an `output` folder in which a translation would replace one of the input `files` (resolved paths: links, `.`, a file's own folder)"
     out = Path(output)

@@ -202,16 +202,19 @@ def resumes(argv, line, out, epochs):
     assert len((out/'history.csv').read_text().splitlines()) == epochs + 1
 
 @pytest.mark.parametrize('sig,code,how', [(signal.SIGINT, 130, 'interrupted'), (signal.SIGTERM, 143, 'stopped by SIGTERM')])
-def test_signal_in_the_middle_of_an_epoch(sigdata, tmp_path, sig, code, how):
+def test_signal_during_training(sigdata, tmp_path, sig, code, how):
+    "After epoch 0: in the middle of an epoch (its partial state saved), or between two (the finished epoch is the place to resume)"
     out = tmp_path/'o'
     p, argv = start(sigdata, out)
-    wait_for(lambda: (out/'samples_epoch000.png').exists(), p)   # written last in epoch 0: epoch 1 is under way
+    wait_for(lambda: (out/'samples_epoch000.png').exists(), p)   # written last in epoch 0
     err = finish(p, sig)
     assert p.returncode == code, err
     line = one_line(err)
-    saved = out/'checkpoints'/'gan_interrupted.pth'
-    assert line.startswith(f'gan_callbacks train: training {how} in epoch ') and f'state saved to {saved}' in line
-    resumes(argv, line, out, epochs=torch.load(saved, weights_only=True)['epoch'] + 3)
+    saved = Path(line.split('state saved to ')[1].split(';')[0])
+    ck = torch.load(saved, weights_only=True)
+    if f'training {how} in epoch ' in line: assert saved == out/'checkpoints'/'gan_interrupted.pth' and ck['interrupted']
+    else: assert f'training {how} after epoch ' in line and saved.name == f"gan_epoch{ck['epoch']}.pth" and not ck['interrupted']
+    resumes(argv, line, out, epochs=ck['epoch'] + 3)
 
 @pytest.mark.parametrize('sig,code', [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_signal_while_a_checkpoint_is_written(sigdata, tmp_path, sig, code):
