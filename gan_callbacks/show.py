@@ -79,7 +79,8 @@ class SampleGrid(Callback):
 
     def after_epoch(self):
         fn = Path(self.path)/self.fname.format(epoch=self.epoch)
-        if self.skipped:   # the grid of an epoch done before a resume
+        # an epoch done before a resume keeps its grid; the fit's last one, if its grid is missing, gets it (the weights are its)
+        if self.skipped and (fn.is_file() or self.epoch < self.n_epoch - 1):
             if fn.is_file(): self.files.append(fn)
             return
         out = self.predict()
