@@ -15,13 +15,13 @@ sections = [
     ('pix2pix', ['04_pix2pix', '01_models', '02_losses']),
     ('CycleGAN', ['07_cyclegan']),
     ('CUT', ['*_cut']),
-    ('Your own data', ['*_your_data', '03_data', '06_cli', '05_checkpoint']),
-    ('Writing a trainer', ['*trainer*', '04a_gan', '00_core']),
+    ('Your own data', ['*_your_data', '03_data', '06_cli', '*_show', '*_loggers', '05_checkpoint']),
+    ('Writing a trainer', ['*trainer*', '04a_gan', '00_core', '*_optim', '*_progress']),
     ('Metrics', ['10_metrics']),
-    ('Deployment', ['11_interop', '*app*', '*deploy*']),
+    ('Deployment', ['11_interop', '*_inference', '*app*', '*deploy*']),
     ('Distributed', ['12_distributed', '13_main']),
     ('Porting v1 code', ['08_v1']),
-    ('Developing', ['*developing*']),
+    ('Developing', ['*developing*', '*_internals']),
 ]
 
 def title(nb):
