@@ -78,6 +78,18 @@ def own_names(mod):
                and getattr(n.args.args[0].annotation, 'id', None) not in defined]
     return [n for n in exported if n in defined] + [n for n in patched if n not in exported]
 
+def make_nav(titles):
+    "The site's navigation: the home page and the notebooks (name -> title) in `sections`' order, the rest under 'More'"
+    nav, left = [], list(titles)
+    for name, pats in sections:
+        got = [s for s in left if any(fnmatch(s, p) for p in pats)]
+        got.sort(key=lambda s: next(i for i,p in enumerate(pats) if fnmatch(s, p)))
+        if name == 'Get started': got = ['index.md'] + got
+        left = [s for s in left if s not in got]
+        if got: nav.append({name: [{'Home': o} if o.endswith('.md') else {titles[o]: f'{o}.ipynb'} for o in got]})
+    if left: nav.append({'More': [{titles[o]: f'{o}.ipynb'} for o in left]})
+    return nav
+
 def build(strict=True):
     work = root/'_proc'/'docs'
     shutil.rmtree(work, ignore_errors=True)
@@ -88,14 +100,7 @@ def build(strict=True):
     nbs = [p for p in sorted((root/'nbs').glob('*.ipynb')) if p.stem != 'index']
     pages = page_names(nbs)
     titles = {p.stem: clean_nb(p, src/p.name, pages) for p in nbs}
-    nav, left = [], list(titles)
-    for name, pats in sections:
-        got = [s for s in left if any(fnmatch(s, p) for p in pats)]
-        got.sort(key=lambda s: next(i for i,p in enumerate(pats) if fnmatch(s, p)))
-        if name == 'Get started': got = ['index.md'] + got
-        left = [s for s in left if s not in got]
-        if got: nav.append({name: [{'Home': o} if o.endswith('.md') else {titles[o]: f'{o}.ipynb'} for o in got]})
-    if left: nav.append({'More': [{titles[o]: f'{o}.ipynb'} for o in left]})
+    nav = make_nav(titles)
     api = []
     for mod, nb in sorted(modules().items(), key=lambda o: o[1]):
         if mod in ('all', '__main__') or not (names := own_names(mod)): continue
