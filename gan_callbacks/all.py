@@ -13,10 +13,11 @@ from .data import *
 from .gan import *
 from .pix2pix import *
 from .cyclegan import *
+from .cut import *
 from .checkpoint import *
 from .cli import *
 from .metrics import *
 from .interop import *
 from .distributed import *
-from . import core, models, losses, data, gan, pix2pix, cyclegan, checkpoint, cli, metrics, interop, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, cyclegan, checkpoint, cli, metrics, interop, distributed) for n in m.__all__))
+from . import core, models, losses, data, gan, pix2pix, cyclegan, cut, checkpoint, cli, metrics, interop, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, cyclegan, cut, checkpoint, cli, metrics, interop, distributed) for n in m.__all__))

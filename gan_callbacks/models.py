@@ -261,7 +261,7 @@ class PatchSampleF(nn.Module):
                 x = x[:, idx].flatten(0, 1)              # (B * P, C)
             else: idx = []
             if self.use_mlp: x = getattr(self, f'mlp_{i}')(x)
-            x = x / (x.pow(2).sum(1, keepdim=True).sqrt() + 1e-7)   # over dim 1, as the reference (channels once sampled)
+            x = x / (torch.linalg.vector_norm(x, dim=1, keepdim=True) + 1e-7)   # over dim 1 as the reference; a zero vector gets a finite gradient
             if num_patches == 0: x = x.permute(0, 2, 1).reshape(B, x.shape[-1], H, W)
             out.append(x); ids.append(idx)
         return out, ids
