@@ -11,7 +11,8 @@ from fastcore.basics import store_attr, ifnone
 from fastcore.meta import delegates
 from .models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
 from .losses import GANLoss, PatchNCELoss
-from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _gan_learner, _step, _sd
+from .optim import pix2pix_adam
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, gan_learner, _step, _sd
 from .distributed import unwrap, share_module
 
 # %% auto #0
@@ -78,7 +79,7 @@ class CUTTrainer(AdversarialTrainer):
         "Check that the Learner reports `generator_loss`; F on the device (and the same on every process); the common set-up"
         if getattr(self.learn.loss_func, '__self__', None) is not self:
             raise ValueError("CUTTrainer computes G's loss itself: build the Learner with `loss_func=trainer.generator_loss` (`cut_learner` does)")
-        share_module(self.learn, self.sampler.to(_device(self.learn)).train())
+        share_module(self.learn, self.sampler.to(learner_device(self.learn)).train())
         super().on_train_begin(**kwargs)
         self._f_fresh = (self.sampler.channels is None, self.f_opt is None) if self._lr_find_state is not None else None
 
@@ -89,7 +90,7 @@ class CUTTrainer(AdversarialTrainer):
             real_A, real_B = _check_batch(last_input)
             self.setup_discriminators({'discriminator': real_B.shape[1]})
             self.d_requires_grad(False)
-        self._d_keep = _norm_stats(self.discriminator) if not train and real_B is not None else None   # validation leaves D alone
+        self._d_keep = norm_stats(self.discriminator) if not train and real_B is not None else None   # validation leaves D alone
         x = torch.cat([real_A, real_B]) if train and self.nce_idt else real_A
         self._flipped = bool(train and self.flip_equivariance and np.random.random() < 0.5)   # numpy's generator, as the reference
         if self._flipped: x = x.flip(3)
@@ -107,10 +108,10 @@ class CUTTrainer(AdversarialTrainer):
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The CUT iteration: D on the detached fake B, then G and F together on the GAN and PatchNCE terms through the updated D"
         self._leave_contexts()
-        if not train: return None if self._d_keep is None else _restore_if(torch.ones((), dtype=torch.bool, device=last_output.device), self._d_keep)
+        if not train: return None if self._d_keep is None else restore_if(torch.ones((), dtype=torch.bool, device=last_output.device), self._d_keep)
         (real_A, real_B), D = last_target, self.discriminator
         fake_B, idt_B = last_output[:len(real_A)], last_output[len(real_A):]
-        d_stats = _norm_stats(D)   # a copy, to undo the iteration should it be skipped
+        d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
         self.d_requires_grad(True); self.d_opt.zero_grad()
         with self.autocast():
             d_fake, d_real = self.gan_loss(D(fake_B.detach()), False), self.gan_loss(D(real_B), True)
@@ -165,7 +166,7 @@ class CUTTrainer(AdversarialTrainer):
 
     def load_state_dict(self, sd, with_opt:bool=True):
         super().load_state_dict(sd, with_opt)
-        if sd['sampler']: self.sampler.load_state_dict(sd['sampler']); self.sampler.to(_device(self.learn))
+        if sd['sampler']: self.sampler.load_state_dict(sd['sampler']); self.sampler.to(learner_device(self.learn))
         if with_opt and sd['f_opt'] is not None: self._f_opt().load_state_dict(sd['f_opt'])
 
     def on_train_end(self, **kwargs):
@@ -203,4 +204,4 @@ def cut_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None
     trainer = CUTTrainer(discriminator, sampler, mode=mode, **(trainer_kwargs or {}))
     a, _ = _domain_channels(dls)
     generator = generator or init_weights(ResnetGenerator(a, a, antialias=True, antialias_up=True), 'xavier')
-    return _gan_learner(dls, generator, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)
+    return gan_learner(dls, generator, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

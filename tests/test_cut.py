@@ -11,7 +11,8 @@ import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
 from gan_callbacks.models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
 from gan_callbacks.losses import PatchNCELoss
-from gan_callbacks.gan import pix2pix_adam, AdversarialTrainer
+from gan_callbacks.optim import pix2pix_adam
+from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.cut import CUTTrainer, cut_learner, cut_modes
 from gan_callbacks.checkpoint import GANCheckpoint
 
