@@ -370,3 +370,41 @@ def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
     for a, b in ((resumed.opt, ref.opt), (t.d_opt, t0.d_opt), (t.f_opt, t0.f_opt)): assert str(a.state_dict()) == str(b.state_dict())
     assert all(torch.equal(a, b) for a, b in zip(t.hist, t0.hist)) and len(t.hist) == len(t0.hist) == 12
     assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
+
+
+# --- the command line
+
+def cli(argv):
+    from gan_callbacks.cli import main
+    try: main([str(a) for a in argv]); return 0
+    except SystemExit as e: return e.code
+
+CUT_TINY = ['--epochs', 1, '--epochs-decay', 1, '--bs', 2, '--load-size', 36, '--crop-size', 32, '--ngf', 4,
+            '--n-blocks', 1, '--n-samples', 2, '--num-patches', 64, '--lr', 1e-3, '--seed', 0]
+
+@pytest.mark.parametrize('model', ['cut', 'fastcut'])
+def test_cli_trains_cut_and_its_generator_translates(model, tmp_path):
+    from gan_callbacks.data import sample_unpaired
+    from gan_callbacks.interop import load_generator
+    from PIL import Image
+    data = sample_unpaired(tmp_path/'unpaired', n_train=4, n_test=2, size=32)
+    out = tmp_path/'o'
+    assert cli(['train', '--model', model, '--data', data, '--out', out, *CUT_TINY]) == 0
+    assert {'generator.pkl', 'generator', 'history.csv', 'summary.json', 'checkpoints'} <= {f.name for f in out.iterdir()}
+    s = __import__('json').loads((out/'summary.json').read_text())
+    assert len(s['true_l1']) == 2 and {'mean_b_l1', 'final_true_psnr', 'mean_b_psnr'} <= set(s)
+    cols = open(out/'history.csv').readline().strip().split(',')
+    assert {'g_gan', 'nce', 'd_real', 'd_fake', 'true_l1'} <= set(cols) and (('nce_y' in cols) == (model == 'cut'))
+    G = load_generator(out/'generator.pkl', device='cpu')
+    assert isinstance(G, ResnetGenerator) and G.antialias and G.antialias_up
+    torch.save(G.state_dict(), tmp_path/'latest_net_G.pth')   # a reference-layout file: recognised from its keys
+    assert cli(['translate', '--model', tmp_path/'latest_net_G.pth', '--input', data/'testA', '--output', tmp_path/'t', '--test-mode', 'eval']) == 0
+    assert sorted(f.name for f in (tmp_path/'t').iterdir()) == sorted(f.name for f in (data/'testA').iterdir())
+    assert cli(['export', '--model', out/'generator.pkl', '--format', 'reference', '--out', tmp_path/'g.pth']) == 0
+    assert set(torch.load(tmp_path/'g.pth', weights_only=True)) == set(G.state_dict())
+
+def test_cli_refuses_other_models_options(tmp_path, capsys):
+    assert cli(['train', '--sample', '--model', 'cut', '--lambda-a', '5', '--out', tmp_path/'o']) != 0
+    assert '--lambda-a is an option of --model cyclegan' in capsys.readouterr().err
+    assert cli(['train', '--sample', '--model', 'cyclegan', '--lambda-nce', '5', '--out', tmp_path/'o']) != 0
+    assert '--lambda-nce is an option of --model cut' in capsys.readouterr().err
