@@ -400,7 +400,7 @@ def test_cli_trains_cut_and_its_generator_translates(model, tmp_path):
     torch.save(G.state_dict(), tmp_path/'latest_net_G.pth')   # a reference-layout file: recognised from its keys
     assert cli(['translate', '--model', tmp_path/'latest_net_G.pth', '--input', data/'testA', '--output', tmp_path/'t', '--test-mode', 'eval']) == 0
     assert sorted(f.name for f in (tmp_path/'t').iterdir()) == sorted(f.name for f in (data/'testA').iterdir())
-    assert cli(['export', '--model', out/'generator.pkl', '--format', 'reference', '--out', tmp_path/'g.pth']) == 0
+    assert cli(['export', '--model', out/'generator.pkl', '--trust-pickle', '--format', 'reference', '--out', tmp_path/'g.pth']) == 0
     assert set(torch.load(tmp_path/'g.pth', weights_only=True)) == set(G.state_dict())
 
 def test_cli_refuses_other_models_options(tmp_path, capsys):
