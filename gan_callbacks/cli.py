@@ -24,14 +24,14 @@ from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
 from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores
 from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
-                                   export_generator, export_formats, preprocesses, test_modes, write_model_folder)
+                                   export_generator, export_formats, preprocesses, test_modes, write_model_folder, run_padded, run_tiled)
 from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
 
 # %% auto #0
-__all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'generator', 'translate_image',
-           'mean_target', 'mean_image_l1', 'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible',
-           'train', 'translate', 'true_pairs', 'translate_batch', 'MappingL1', 'CycleGANGrid', 'train_cyclegan',
-           'evaluate_cmd', 'resume_command', 'main']
+__all__ = ['translate_preprocesses', 'to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training',
+           'generator', 'translate_image', 'mean_target', 'mean_image_l1', 'input_l1', 'CLIError', 'check_numbers',
+           'Interrupted', 'interruptible', 'train', 'translate', 'true_pairs', 'translate_batch', 'MappingL1',
+           'CycleGANGrid', 'train_cyclegan', 'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -144,16 +144,25 @@ def generator(learn, direction='AtoB'):
     if direction != 'AtoB': raise ValueError("only a CycleGAN has a B -> A generator: a pix2pix model translates A -> B")
     return m
 
+translate_preprocesses = ('pad',) + preprocesses
+
 @torch.no_grad()
-def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='resize', keep_size=True, direction='AtoB'):
-    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`); returns a PIL image, of `im`'s size if `keep_size`"
+def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
+                    tile=None, overlap=64, bs=4):
+    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
+    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     if not isinstance(im, Image.Image):
         with Image.open(im) as f: im = f.copy()
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator(learn, direction)
     s = {**generator_settings(learn), **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
+    mode = test_mode or s['test_mode']
+    if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
+        x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
+        return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
-    y = run_generator(G, x[None].to(next(G.parameters()).device), test_mode or s['test_mode'])[0]
+    y = run_generator(G, x[None].to(next(G.parameters()).device), mode)[0]
     return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
 
 # %% ../nbs/06_cli.ipynb #7766a4c6
@@ -300,11 +309,17 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
 # %% ../nbs/06_cli.ipynb #dbac598c
 _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
 
-def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB'):
+def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
+              direction='AtoB', tile=None, overlap=64):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
     model, input = Path(model), Path(input)
     if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
+    if tile is not None and (preprocess not in (None, 'pad') or load_size is not None):
+        raise CLIError("--tile translates images at their own size: leave out --preprocess and --load-size")
+    if tile is not None and tile < 1: raise CLIError(f"--tile must be at least 1 pixel, got {tile}")
+    if overlap < 0: raise CLIError(f"--overlap must be >= 0, got {overlap}")
+    preprocess = preprocess or ('resize' if load_size is not None else 'pad')   # a --load-size asks for the reference's resize
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in _exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
@@ -313,7 +328,7 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess='r
     output = _out_dir(output)
     for i, f in enumerate(files):
         try: im = translate_image(G, f, aligned=aligned, size=load_size or s['size'], test_mode=test_mode or s['test_mode'],
-                                  preprocess=preprocess, keep_size=not network_size, direction=direction)
+                                  preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
         except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
         except KeyboardInterrupt: raise Interrupted(f"interrupted after {i} of {len(files)} image(s), written to {output}/") from None
         im.save(output/f.name)
@@ -422,7 +437,7 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
 # %% ../nbs/06_cli.ipynb #d424cf80
 def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
-    if not Path(model).is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
@@ -471,8 +486,12 @@ def _parser():
     r.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB', help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
                    "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or 'paper' for a .pth")
-    r.add_argument('--preprocess', choices=preprocesses, default='resize', help="as the reference's test-time --preprocess "
-                   "(resize_and_crop, scale_width, none); sides rounded to what the network takes")
+    r.add_argument('--preprocess', choices=translate_preprocesses, default=None, help="pad (the default without --load-size): "
+                   "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
+                   "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
+    r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
+                   "overlap: any image size in the memory of one tile")
+    r.add_argument('--overlap', type=int, default=64, help="pixels shared by neighbouring tiles (default 64)")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")

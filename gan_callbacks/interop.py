@@ -4,12 +4,13 @@
 
 # %% ../nbs/11_interop.ipynb #a40ded97
 from __future__ import annotations
-import inspect, json, os, re, shutil, tempfile, warnings
+import inspect, json, math, os, re, shutil, tempfile, warnings
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import torch
 from torch import nn
+import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
@@ -22,9 +23,10 @@ from .checkpoint import CheckpointError, atomic_save, _check_fits, _FORMAT
 # %% auto #0
 __all__ = ['preprocesses', 'test_modes', 'model_file', 'config_file', 'card_file', 'sample_file', 'export_formats',
            'InteropError', 'clean_state_dict', 'infer_generator', 'generator_from_state_dict', 'generator_settings',
-           'read_generator', 'load_generator', 'reference_resize', 'eval_mode', 'run_generator', 'reference_options',
-           'export_reference', 'check_onnx', 'export_onnx', 'network_config', 'write_model_folder', 'sample_grid',
-           'model_card', 'read_model_folder', 'export_generator']
+           'read_generator', 'load_generator', 'reference_resize', 'eval_mode', 'run_generator', 'pad_to_multiple',
+           'tile_starts', 'blend_ramp', 'run_padded', 'run_tiled', 'reference_options', 'export_reference',
+           'check_onnx', 'export_onnx', 'network_config', 'write_model_folder', 'sample_grid', 'model_card',
+           'read_model_folder', 'export_generator']
 
 # %% ../nbs/11_interop.ipynb #bae8e6ab
 class InteropError(ValueError):
@@ -201,6 +203,67 @@ def run_generator(G:nn.Module, x:torch.Tensor, test_mode:str='eval'):
     "`G(x)` in `test_mode`: 'eval' (`G.eval()`) or 'paper' (dropout on, batch statistics), leaving `G`'s modes as they were"
     if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
     with eval_mode(G), (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
+
+# %% ../nbs/11_interop.ipynb #5460a4e0
+def _round_up(n, m): return -(-n // m) * m
+
+def pad_to_multiple(x:torch.Tensor, multiple:int, mode:str='reflect'):
+    "`x` (..., H, W) padded at the bottom and right to sides that are multiples of `multiple` (by reflection while it can, else repeating the edge)"
+    h, w = x.shape[-2:]
+    ph, pw = _round_up(h, multiple) - h, _round_up(w, multiple) - w
+    if not (ph or pw): return x
+    if mode == 'reflect' and (ph >= h or pw >= w): mode = 'replicate'   # reflection needs a side longer than the padding
+    return F.pad(x, (0, pw, 0, ph), mode=mode)
+
+def tile_starts(n:int, tile:int, overlap:int):
+    "Where tiles of `tile` pixels start along a side of `n` pixels, each overlapping the next by at least `overlap`"
+    if n <= tile: return [0]
+    return list(range(0, n - tile, tile - overlap)) + [n - tile]
+
+def blend_ramp(overlap:int):
+    "The weights of a tile's first `overlap` pixels at a side shared with another tile: 0 over the outer quarter, a half cosine up to 1"
+    m = overlap // 4
+    i = torch.arange(overlap, dtype=torch.float64)
+    r = 0.5 - 0.5 * torch.cos(math.pi * (i - m + 0.5) / max(overlap - 2 * m, 1))
+    return torch.where(i < m, 0., torch.where(i >= overlap - m, 1., r)).float()
+
+def _weights1d(start, tile, n, overlap):
+    w = torch.ones(tile)
+    if overlap:
+        r = blend_ramp(overlap)
+        if start > 0: w[:overlap] = r
+        if start + tile < n: w[-overlap:] = r.flip(0)
+    return w
+
+@torch.no_grad()
+def run_padded(G:nn.Module, x:torch.Tensor, test_mode:str='eval', multiple:int|None=None):
+    "`G` on image batch `x` (N, C, H, W) at its own size: padded by reflection to `G`'s side multiple, the output cropped back to H x W"
+    h, w = x.shape[-2:]
+    m = multiple or generator_settings(G)['multiple']
+    dev = next(G.parameters()).device
+    return run_generator(G, pad_to_multiple(x, m).to(dev), test_mode)[..., :h, :w]
+
+@torch.no_grad()
+def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mode:str='eval', bs:int=4, multiple:int|None=None):
+    "`G` on image `x` (C, H, W) of any size, `bs` tiles of `tile` pixels at a time, overlaps of `overlap` blended: a (C', H, W) float tensor on the CPU"
+    m = multiple or generator_settings(G)['multiple']
+    tile = max(m, tile // m * m)                       # tiles the network takes
+    overlap = min(max(overlap, 0), tile // 2)
+    h, w = x.shape[-2:]
+    th, tw = min(tile, _round_up(h, m)), min(tile, _round_up(w, m))
+    x = pad_to_multiple(x, m) if h < th or w < tw else x   # a side shorter than a tile: one tile, padded
+    H, W = x.shape[-2:]
+    boxes = [(a, b) for a in tile_starts(H, th, overlap) for b in tile_starts(W, tw, overlap)]
+    dev, out, norm = next(G.parameters()).device, None, torch.zeros(H, W)
+    for i in range(0, len(boxes), bs):
+        batch = boxes[i:i+bs]
+        y = run_generator(G, torch.stack([x[:, a:a+th, b:b+tw] for a, b in batch]).to(dev), test_mode).float().cpu()
+        if out is None: out = torch.zeros(y.shape[1], H, W)
+        for (a, b), t in zip(batch, y):
+            wt = _weights1d(a, th, H, overlap)[:, None] * _weights1d(b, tw, W, overlap)[None]
+            out[:, a:a+th, b:b+tw] += t * wt
+            norm[a:a+th, b:b+tw] += wt
+    return out.div_(norm)[:, :h, :w]
 
 # %% ../nbs/11_interop.ipynb #ae66014c
 _netG_names = {('unet', 'num_downs', 8): 'unet_256', ('unet', 'num_downs', 7): 'unet_128',
