@@ -30,8 +30,8 @@ from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, 
 # %% auto #0
 __all__ = ['translate_preprocesses', 'to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training',
            'generator', 'translate_image', 'mean_target', 'mean_image_l1', 'input_l1', 'CLIError', 'check_numbers',
-           'Interrupted', 'interruptible', 'train', 'translate', 'true_pairs', 'translate_batch', 'MappingL1',
-           'CycleGANGrid', 'train_cyclegan', 'evaluate_cmd', 'resume_command', 'main']
+           'Interrupted', 'interruptible', 'train', 'translate_file', 'translate', 'true_pairs', 'translate_batch',
+           'MappingL1', 'CycleGANGrid', 'train_cyclegan', 'app', 'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #02f27398
 def to_pil(t):
@@ -309,6 +309,14 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
 # %% ../nbs/06_cli.ipynb #dbac598c
 _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
 
+def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
+                   direction='AtoB', tile=None, overlap=64):
+    "Translate image file `fn` with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+    im = translate_image(G, fn, aligned=aligned, size=load_size or settings['size'], test_mode=test_mode or settings['test_mode'],
+                         preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
+    im.save(out_fn)
+    return Path(out_fn)
+
 def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
               direction='AtoB', tile=None, overlap=64):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
@@ -327,11 +335,10 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
         raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
     output = _out_dir(output)
     for i, f in enumerate(files):
-        try: im = translate_image(G, f, aligned=aligned, size=load_size or s['size'], test_mode=test_mode or s['test_mode'],
-                                  preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
+        try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
+                            network_size=network_size, direction=direction, tile=tile, overlap=overlap)
         except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
         except KeyboardInterrupt: raise Interrupted(f"interrupted after {i} of {len(files)} image(s), written to {output}/") from None
-        im.save(output/f.name)
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
 
@@ -435,6 +442,12 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
     return learn
 
 # %% ../nbs/06_cli.ipynb #d424cf80
+def app(model, host='127.0.0.1', port=7860, max_pixels=50_000_000):
+    "Serve a web page on `host`:`port` that translates dropped images with generator `model` (a model folder, or any file `translate` reads)"
+    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
+    from gan_callbacks.app import serve
+    serve(model, host, port, max_pixels)
+
 def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
@@ -502,6 +515,11 @@ def _parser():
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
     x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
+    a = sub.add_parser('app', help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
+    a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
+    a.add_argument('--host', default='127.0.0.1', help='address to serve on (default: this machine only)')
+    a.add_argument('--port', type=int, default=7860)
+    a.add_argument('--max-pixels', type=int, default=50_000_000, help='larger uploads are refused with a message')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
@@ -546,7 +564,7 @@ def main(argv=None):
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
     if cmd == 'train' and relaunch(args, argv): return
-    try: dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=export_generator)[cmd](**args)
+    try: dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=export_generator, app=app)[cmd](**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except Interrupted as e:   # Ctrl-C: one line, and the shell's exit code for SIGINT
         hint = f"; resume with: {resume_command(argv, e.resume)}" if e.resume else ''
