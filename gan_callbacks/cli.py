@@ -21,7 +21,8 @@ from .models import UnetGenerator, ResnetGenerator
 from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
 from .cyclegan import cyclegan_learner
 from .checkpoint import GANCheckpoint, find_checkpoint
-from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
+from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
+                                is_deep, read_image, write_image, is_deep_folder, deep_dataloaders, bit_depth)
 from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores
 from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
                                    export_generator, export_formats, preprocesses, test_modes, write_model_folder, run_padded, run_tiled)
@@ -267,8 +268,8 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
         data = sample_pairs()
     depth = unet_depth(crop_size)
     try:
-        dls = Pix2pixDataLoaders.from_folder(data, layout=layout, direction=direction, load_size=load_size,
-                                             crop_size=crop_size, bs=bs, num_downs=max(depth, 5))
+        make = deep_dataloaders if is_deep_folder(data, layout=layout) else Pix2pixDataLoaders.from_folder   # 16 bits, many channels
+        dls = make(data, layout=layout, direction=direction, load_size=load_size, crop_size=crop_size, bs=bs, num_downs=max(depth, 5))
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=depth, ngf=ngf)
     learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints', metrics=[PSNR(), SSIM()],
@@ -289,7 +290,9 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
                    **{f'{w}_valid_{m}': col(m)[i] for m in ('psnr', 'ssim') for w, i in (('first', 0), ('final', -1))},
                    **{'input_l1': None, **baseline_scores(dls)})   # the trivial answers' L1, PSNR, SSIM (no input_* when A, B differ in shape)
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode), scores=summary, sample=grid.files[-1],
+    bits = bit_depth(dls.train_ds.items[0] if layout == 'aligned' else dls.train_ds.items[0][0])
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode, normalization=dict(bit_depth=bits)),
+                       scores=summary, sample=grid.files[-1],
                        training=dict(model='pix2pix', data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                                      crop_size=crop_size, lr=lr, ngf=ngf, gan_mode=gan_mode, lambda_l1=lambda_l1, direction=direction,
                                      precision=precision, seed=seed))
@@ -307,11 +310,20 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
     return learn
 
 # %% ../nbs/06_cli.ipynb #dbac598c
-_exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
+_exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp', '.npy'}
 
 def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
                    direction='AtoB', tile=None, overlap=64):
     "Translate image file `fn` with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+    if is_deep(fn):   # 16 bits, TIFF or .npy: values kept, written back in the input's type
+        if aligned or preprocess not in (None, 'pad') or load_size or network_size:
+            raise OSError("16-bit, TIFF and .npy images are translated at their own size (no --aligned, --preprocess, --load-size)")
+        g = generator(G, direction)
+        s = generator_settings(g)
+        x, dtype = read_image(fn, s['in_ch'])
+        mode = test_mode or settings['test_mode']
+        y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
+        return write_image(out_fn, y, dtype)
     im = translate_image(G, fn, aligned=aligned, size=load_size or settings['size'], test_mode=test_mode or settings['test_mode'],
                          preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
     im.save(out_fn)

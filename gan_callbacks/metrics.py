@@ -351,6 +351,6 @@ def baseline_scores(dls) -> dict:
     for _, y in dls.train: s, n = s + y.float().sum(0), n + len(y)
     mean_img, res = s / n, {}
     for key, guess in (('mean_image', lambda x, y: mean_img.expand_as(y)), ('input', lambda x, y: x)):
-        per = [image_scores(guess(x, y).float(), y.float()) for x, y in dls.valid if x.shape == y.shape]
+        per = [image_scores(guess(x, y).float(), y.float()) for x, y in dls.valid if key == 'mean_image' or x.shape == y.shape]
         if per: res.update({f'{key}_{k}': float(np.concatenate([p[k] for p in per]).mean()) for k in per[0]})
     return res
