@@ -8,6 +8,7 @@ import os, tempfile
 from pathlib import Path
 from PIL import Image
 from .interop import InteropError, read_generator
+from .inference import translate_file
 
 # %% auto #0
 __all__ = ['tile_choices', 'AppError', 'check_upload', 'translate_upload', 'make_app', 'serve']
@@ -32,7 +33,6 @@ def check_upload(fn, max_pixels:int=50_000_000):
 # %% ../nbs/16_app.ipynb #54ed5805
 def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=50_000_000):
     "Translate uploaded image file `fn` as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
-    from gan_callbacks.cli import translate_file
     check_upload(fn, max_pixels)
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix='gan_callbacks_app_')); out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir/f"{Path(fn).stem}_{direction}.png"

@@ -35,7 +35,8 @@ def test_16_bit_png_trains_and_comes_back_with_16_bits(tmp_path):
     y = np.asarray(got)
     assert y.max() > 255 and len(np.unique(y)) > 256   # 16-bit values, not 8 bits scaled up
     # the same through the library: the file holds exactly the network's output at 16 bits
-    from gan_callbacks.interop import load_generator, run_padded
+    from gan_callbacks.interop import load_generator
+    from gan_callbacks.inference import run_padded
     G = load_generator(out/'generator', device='cpu')
     want = np.round(((run_padded(G, read_image(src)[0][None], 'eval')[0].clamp(-1, 1) + 1) / 2 * 65535).numpy()).astype(np.uint16)[0]
     np.testing.assert_array_equal(y, want)

@@ -5,8 +5,8 @@ from torch import nn
 from PIL import Image
 import skimage.data
 from gan_callbacks.models import UnetGenerator, ResnetGenerator
-from gan_callbacks.interop import run_tiled, run_padded, run_generator, tile_starts, blend_ramp
-from gan_callbacks.cli import main, from_pil, to_pil, translate_image
+from gan_callbacks.inference import run_tiled, run_padded, run_generator, tile_starts, blend_ramp, from_pil, to_pil
+from gan_callbacks.cli import main
 
 
 def run(argv):
