@@ -51,6 +51,11 @@ class CycleGANModel(nn.Module):
         super().__init__()
         self.g_a, self.g_b, self.identity, self.direction = g_a, g_b, identity, direction
 
+    @property
+    def multiple(self):
+        "What the sides of an image to translate in `direction` must divide by"
+        return getattr(self.g_a if self.direction == 'AtoB' else self.g_b, 'multiple', 1)
+
     def forward(self, real_A, real_B=None):
         if real_B is None:
             if self.direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', got {self.direction!r}")
@@ -61,6 +66,8 @@ class CycleGANModel(nn.Module):
         return fake_B, rec_A, fake_A, rec_B, self.g_a(real_B), self.g_b(real_A)
 
 # %% ../nbs/07_cyclegan.ipynb #bf9d52f2
+def _predicting(learn): return hasattr(learn, 'gather_preds')   # inside `get_preds` (and so `predict`)
+
 def _check_batch(b, lambda_idt):
     "Fail clearly, before any update, on batches CycleGAN cannot train on (shape checks only, no host sync)"
     if not (isinstance(b, (tuple, list)) and len(b) == 2):
@@ -76,6 +83,7 @@ class CycleGANTrainer(AdversarialTrainer):
     "CycleGAN: the Learner's update trains G_A and G_B on `generator_loss`, then `on_batch_end` trains D_A and D_B on pooled fakes"
     d_names = ('d_a', 'd_b')
     g_cols, d_cols = ('g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b'), ('d_a', 'd_b')
+    raw_preds = False   # `get_preds`: the model's six training outputs instead of the translations
     def __init__(self, d_a:nn.Module|None=None, # D_A, judges B images; `None` builds an instance-norm `PatchDiscriminator`
                  d_b:nn.Module|None=None,  # D_B, judges A images
                  gan_mode:str='lsgan',     # the reference's default; 'vanilla', 'hinge' or 'wgangp' (without penalty) too
@@ -101,6 +109,7 @@ class CycleGANTrainer(AdversarialTrainer):
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "Check the batch, build missing discriminators and freeze them; the reals are the loss's targets"
+        if not train and _predicting(self.learn) and not self.raw_preds: return self._predict_begin(last_input, **kwargs)
         _check_batch(last_input, self.lambda_idt)
         real_A, real_B = last_input
         self.setup_discriminators({'d_a': real_B.shape[1], 'd_b': real_A.shape[1]})
@@ -108,6 +117,12 @@ class CycleGANTrainer(AdversarialTrainer):
         if not train: self._d_keep = _norm_stats(*self._frozen_ds())   # validation leaves D's statistics alone
         new = super().on_batch_begin(last_input, last_target, train, **kwargs) or {}
         return {**new, 'last_target': new.get('last_input', last_input)}
+
+    def _predict_begin(self, last_input, **kwargs):
+        "`get_preds` and `predict`: the model sees the input of its `direction` alone and translates it; no target, no loss"
+        xs, self._d_keep = (last_input if isinstance(last_input, (tuple, list)) else (last_input,)), None
+        x = xs[0] if len(xs) == 1 or unwrap(self.learn.model).direction == 'AtoB' else xs[1]
+        return {'last_input': x, 'last_target': (), **(super().on_batch_begin(x, (), False, **kwargs) or {})}
 
     def generator_loss(self, out, real_A, real_B):
         "The generators' loss, the Learner's `loss_func`: GAN terms through the frozen discriminators, cycle and identity terms"
@@ -130,7 +145,10 @@ class CycleGANTrainer(AdversarialTrainer):
     def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
         "Then D: D_A on real B against pooled fake B, D_B on real A against pooled fake A, one `d_opt` step for both"
         self._leave_contexts()
-        if not train: return _restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), self._d_keep)
+        if not train:
+            keep, self._d_keep = self._d_keep, None   # `None` in `get_preds`: nothing ran through D
+            if keep is not None: _restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), keep)
+            return
         (real_A, real_B), (fake_B, _, fake_A, *_) = last_input, last_output
         self.d_requires_grad(True); self.d_opt.zero_grad()
         with self.autocast():
