@@ -12,7 +12,8 @@ from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
-from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _gan_learner
+from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _gan_learner, \
+    _predicting, to_multiple, from_multiple, check_image_range
 from .distributed import unwrap
 
 # %% auto #0
@@ -66,8 +67,6 @@ class CycleGANModel(nn.Module):
         return fake_B, rec_A, fake_A, rec_B, self.g_a(real_B), self.g_b(real_A)
 
 # %% ../nbs/07_cyclegan.ipynb #bf9d52f2
-def _predicting(learn): return hasattr(learn, 'gather_preds')   # inside `get_preds` (and so `predict`)
-
 def _check_batch(b, lambda_idt):
     "Fail clearly, before any update, on batches CycleGAN cannot train on (shape checks only, no host sync)"
     if not (isinstance(b, (tuple, list)) and len(b) == 2):
@@ -105,13 +104,18 @@ class CycleGANTrainer(AdversarialTrainer):
             raise ValueError("CycleGANTrainer trains the generators on its own loss: build the Learner with "
                              "`loss_func=trainer.generator_loss` (`cyclegan_learner` does)")
         unwrap(self.learn.model).identity = self.lambda_idt > 0
+        self._range_checked = False
         super().on_train_begin(**kwargs)
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Check the batch, build missing discriminators and freeze them; the reals are the loss's targets"
+        "Check the batch (and, once a fit, its range), build missing discriminators and freeze them; the reals are the loss's targets"
+        self._size = None
         if not train and _predicting(self.learn) and not self.raw_preds: return self._predict_begin(last_input, **kwargs)
         _check_batch(last_input, self.lambda_idt)
         real_A, real_B = last_input
+        if train and not self._range_checked:
+            self._range_checked = True
+            check_image_range(unwrap(self.learn.model).g_a, real_A, real_B, what='images of domains A and B')
         self.setup_discriminators({'d_a': real_B.shape[1], 'd_b': real_A.shape[1]})
         self.d_requires_grad(False)
         if not train: self._d_keep = _norm_stats(*self._frozen_ds())   # validation leaves D's statistics alone
@@ -121,8 +125,13 @@ class CycleGANTrainer(AdversarialTrainer):
     def _predict_begin(self, last_input, **kwargs):
         "`get_preds` and `predict`: the model sees the input of its `direction` alone and translates it; no target, no loss"
         xs, self._d_keep = (last_input if isinstance(last_input, (tuple, list)) else (last_input,)), None
-        x = xs[0] if len(xs) == 1 or unwrap(self.learn.model).direction == 'AtoB' else xs[1]
+        model = unwrap(self.learn.model)
+        x, self._size = to_multiple(xs[0] if len(xs) == 1 or model.direction == 'AtoB' else xs[1], model.multiple)   # any size
         return {'last_input': x, 'last_target': (), **(super().on_batch_begin(x, (), False, **kwargs) or {})}
+
+    def on_loss_begin(self, last_output, **kwargs):
+        "In `get_preds`: a translation made at another size goes back to its input's size"
+        if self._size is not None: return {'last_output': from_multiple(last_output, self._size)}
 
     def generator_loss(self, out, real_A, real_B):
         "The generators' loss, the Learner's `loss_func`: GAN terms through the frozen discriminators, cycle and identity terms"

@@ -22,8 +22,8 @@ from .core import StateDictCallback
 from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback',
-           'linear_decay_schedule']
+__all__ = ['pix2pix_adam', 'paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range',
+           'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback', 'linear_decay_schedule']
 
 # %% ../nbs/04a_gan.ipynb #64c889ef
 def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
@@ -103,6 +103,38 @@ def paper_test_mode(model):
     finally:
         for m in bns: m.track_running_stats = True
         for m, t in modes: m.train(t)
+
+# %% ../nbs/04a_gan.ipynb #8ab34db9
+import torch.nn.functional as F
+
+def _predicting(learn): return hasattr(learn, 'gather_preds')   # inside `get_preds` (and so `predict`)
+
+def to_multiple(x, multiple:int):
+    "Batch `x` resized (bicubic) to the nearest sides that divide by `multiple`, and its size before (`None` when it fits as it is)"
+    size = [max(multiple, round(s / multiple) * multiple) for s in x.shape[-2:]]
+    if size == list(x.shape[-2:]): return x, None
+    return F.interpolate(x, size=size, mode='bicubic', align_corners=False), tuple(x.shape[-2:])
+
+def from_multiple(y, size):
+    "Translation `y` back at `size`, what `to_multiple` returned"
+    return y if size is None else F.interpolate(y, size=size, mode='bicubic', align_corners=False)
+
+def output_range(G:nn.Module):
+    "The range of `G`'s images: (-1, 1) when its last layer is a tanh, else `None` (unknown)"
+    last = [m for m in G.modules() if not list(m.children())]
+    return (-1., 1.) if last and isinstance(last[-1], nn.Tanh) else None
+
+def check_image_range(G:nn.Module, *images, what='targets'):
+    "Fail when `images` (what `G` must produce) go outside `G`'s range; warn when they look like [0, 1] images for a tanh (one host read)"
+    rng = output_range(G)
+    if rng is None or not images: return
+    lo, hi = torch.stack([torch.stack(t.detach().float().aminmax()) for t in images]).T.tolist()
+    lo, hi, fix = min(lo), max(hi), ("scale them to [-1, 1]: e.g. `batch_tfms=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)]` "
+                                     "(fastai's `ImageBlock` alone gives [0, 1]; `Pix2pixDataLoaders` and `UnpairedDataLoaders` do it)")
+    if lo < rng[0] - 1e-3 or hi > rng[1] + 1e-3:
+        raise ValueError(f"The {what} range from {lo:.3g} to {hi:.3g}, outside the generator's tanh range [-1, 1], which it can never reach: {fix}")
+    if lo >= 0: warnings.warn(f"The {what} of the first batch are all in [0, {hi:.3g}], the generator's tanh gives [-1, 1]: "
+                              f"if they are [0, 1] images, {fix}", stacklevel=2)
 
 # %% ../nbs/04a_gan.ipynb #b853a9fe
 class NonFiniteError(FloatingPointError):

@@ -31,3 +31,101 @@ def test_failed_fit_leaves_the_loggers_as_they_were(tmp_path, exc):
     rows = [l for l in (tmp_path/'history.csv').read_text().splitlines() if l]
     assert len(rows) == 2 and rows[0].startswith('epoch')
     assert [l.split()[0] for l in out.getvalue().splitlines()] == ['epoch', '0']   # the table printed once
+
+
+# --- predict, get_preds and show_results
+
+from PIL import Image
+from fastai.vision.all import PILImage, DataBlock, ImageBlock, IntToFloatTensor, Normalize, get_image_files, RandomSplitter
+from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired
+from gan_callbacks.models import ResnetGenerator
+from gan_callbacks.cyclegan import cyclegan_learner
+
+@pytest.fixture(scope='module')
+def pairs(tmp_path_factory): return sample_pairs(tmp_path_factory.mktemp('p')/'pairs', n_train=4, n_valid=2, size=32)
+
+@pytest.fixture(scope='module')
+def unpaired(tmp_path_factory): return sample_unpaired(tmp_path_factory.mktemp('u')/'unpaired', n_train=4, n_test=2, size=32)
+
+def red_blue(fn, w=64, h=32):
+    "A `w` x `h` image, left half red, right half blue"
+    im = Image.new('RGB', (w, h), (255, 0, 0)); im.paste((0, 0, 255), (w // 2, 0, w, h)); im.save(fn)
+    return fn
+
+def seen_by(model):
+    "The inputs `model` is called with, kept in a list"
+    seen = []
+    model.register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
+    return seen
+
+def pix2pix_on(path, **kw):
+    dls = Pix2pixDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, device='cpu')
+    torch.manual_seed(0)
+    return pix2pix_learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2), **kw)
+
+def test_pix2pix_predict_translates_a_whole_file_at_its_own_size(pairs, tmp_path):
+    learn = pix2pix_on(pairs)
+    seen, fn = seen_by(learn.model), red_blue(tmp_path/'rb.png')
+    for item in (fn, str(fn), PILImage.create(fn)):
+        dec, pred, raw = learn.predict(item)
+        x = seen[-1][0]
+        assert x.shape == (3, 32, 64)                           # the whole image, not its left half
+        assert x[0, :, :32].mean() > 0.9 and x[2, :, 32:].mean() > 0.9   # red on the left, blue on the right reach G
+        assert dec.shape == pred.shape == (3, 32, 64)
+    # a size the U-Net cannot take: resized for G, and back
+    dec, pred, _ = learn.predict(red_blue(tmp_path/'odd.png', w=50, h=40))
+    assert seen[-1].shape[-2:] == (32, 64) and dec.shape == pred.shape == (3, 40, 50)
+    # the A half of an A|B file, asked for
+    b = learn.dls.test_dl([fn], aligned=True).one_batch()[0]
+    assert b.shape == (1, 3, 32, 32) and b[0, 0].mean() > 0.9 and b[0, 2].mean() < -0.9
+
+def test_imageblock_targets_are_caught_at_the_first_batch(pairs):
+    def dls(batch_tfms):
+        blk = DataBlock(blocks=(ImageBlock, ImageBlock), get_items=get_image_files, get_y=lambda f: f,
+                        splitter=RandomSplitter(0.25, seed=0), batch_tfms=batch_tfms)
+        return blk.dataloaders(pairs/'train', bs=2, device='cpu')
+    mk = lambda d: pix2pix_learner(d, UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2))
+    with pytest.warns(UserWarning, match=r'Normalize\.from_stats\(0\.5, 0\.5\)'), contextlib.redirect_stdout(io.StringIO()):
+        mk(dls(None)).fit(1, 1e-3)                                # fastai's ImageBlock: [0, 1]
+    with pytest.raises(ValueError, match=r'outside the generator.*Normalize\.from_stats\(0\.5, 0\.5\)'), contextlib.redirect_stdout(io.StringIO()):
+        mk(dls(Normalize.from_stats([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))).fit(1, 1e-3)   # ImageNet statistics
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', UserWarning)
+        with contextlib.redirect_stdout(io.StringIO()): mk(dls(Normalize.from_stats(0.5, 0.5))).fit(1, 1e-3)   # [-1, 1]: no word
+
+def tiny_cyclegan(path):
+    dls = UnpairedDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, device='cpu')
+    torch.manual_seed(0)
+    g = lambda: ResnetGenerator(3, 3, ngf=4, n_blocks=1)
+    d = lambda: PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance')
+    return cyclegan_learner(dls, g(), g(), d(), d(), pool_size=2)
+
+def test_cyclegan_get_preds_and_show_results(unpaired):
+    learn = tiny_cyclegan(unpaired)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    m, (a, b) = learn.model, learn.dls.valid.new(shuffle=False, bs=2).one_batch()
+    preds, targs = learn.get_preds()
+    assert targs is None and preds.shape == (2, 3, 32, 32)
+    with torch.no_grad(): torch.testing.assert_close(preds, m.eval().g_a(a).as_subclass(torch.Tensor), atol=1e-6, rtol=0)
+    m.direction = 'BtoA'
+    with torch.no_grad(): torch.testing.assert_close(learn.get_preds()[0], m.eval().g_b(b).as_subclass(torch.Tensor), atol=1e-6, rtol=0)
+    m.direction = 'AtoB'
+    learn.cycle_gan_trainer.raw_preds = True
+    raw = learn.get_preds()[0]
+    learn.cycle_gan_trainer.raw_preds = False
+    assert len(raw) == 6 and raw[0].shape == (2, 3, 32, 32)
+    for out in (preds, raw):
+        x, y, its, outs = learn.dls.valid.show_results((a, b), out, show=False)
+        assert len(its) == len(outs) == 2 and outs[0][0].shape == (3, 32, 32)
+    import matplotlib; matplotlib.use('Agg')
+    ctxs = learn.dls.valid.show_results((a, b), preds, max_n=2)
+    assert [c.get_title() for c in ctxs[:3]] == ['A', 'G_A(A)', 'B (unpaired)']
+    ctxs = learn.dls.valid.show_results((a, b), preds, max_n=2, direction='BtoA')
+    assert [c.get_title() for c in ctxs[:3]] == ['B', 'G_B(B)', 'A (unpaired)']
+
+def test_cyclegan_test_dl_of_files_strings_and_images(unpaired, tmp_path):
+    learn, fn = tiny_cyclegan(unpaired), red_blue(tmp_path/'rb.png', w=36, h=28)
+    seen = seen_by(learn.model)
+    preds = learn.get_preds(dl=learn.dls.test_dl([fn, str(fn), PILImage.create(fn)], bs=1))[0]
+    assert preds.shape == (3, 3, 28, 36) and all(s.shape == (1, 3, 28, 36) for s in seen)   # a multiple of 4: as it is
+    torch.testing.assert_close(preds[0], preds[2]); torch.testing.assert_close(preds[0], preds[1])
