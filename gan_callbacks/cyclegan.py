@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_cyclegan.ipynb #40a4443d
 from __future__ import annotations
-import random
+import random, warnings
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -105,6 +105,11 @@ class CycleGANTrainer(AdversarialTrainer):
                              "`loss_func=trainer.generator_loss` (`cyclegan_learner` does)")
         unwrap(self.learn.model).identity = self.lambda_idt > 0
         self._range_checked = False
+        for cb in self.learn.cbs:
+            if type(cb).__name__ == 'TensorBoardCallback' and getattr(cb, 'trace_model', False):
+                # fastai traces `model(*xb)` with `add_graph(model, *xb)`, which takes real_B for its `verbose` flag
+                warnings.warn("TensorBoardCallback cannot trace CycleGAN's model of two inputs: trace_model switched off")
+                cb.trace_model = False
         super().on_train_begin(**kwargs)
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):

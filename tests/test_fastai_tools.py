@@ -129,3 +129,108 @@ def test_cyclegan_test_dl_of_files_strings_and_images(unpaired, tmp_path):
     preds = learn.get_preds(dl=learn.dls.test_dl([fn, str(fn), PILImage.create(fn)], bs=1))[0]
     assert preds.shape == (3, 3, 28, 36) and all(s.shape == (1, 3, 28, 36) for s in seen)   # a multiple of 4: as it is
     torch.testing.assert_close(preds[0], preds[2]); torch.testing.assert_close(preds[0], preds[1])
+
+
+# --- fastai's TensorBoardCallback beside the trainers
+
+def test_fastais_tensorboard_callback_runs_beside_the_trainers(pairs, unpaired, tmp_path):
+    from fastai.callback.tensorboard import TensorBoardCallback
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from gan_callbacks.pix2pix import pix2pix_adam
+    def tags(d):
+        ea = EventAccumulator(str(d)); ea.Reload()
+        return ea.Tags()
+    quiet = lambda: contextlib.redirect_stdout(io.StringIO())
+    learn = pix2pix_on(pairs)
+    with quiet(): learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'p'))
+    assert {'train_loss', 'lr_0', 'g_l1', 'valid_loss'} <= set(tags(tmp_path/'p')['scalars'])
+    plain = Learner(learn.dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), opt_func=pix2pix_adam)
+    with quiet(): plain.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'plain'))
+    assert 'lr_0' in tags(tmp_path/'plain')['scalars']
+    learn = tiny_cyclegan(unpaired)
+    with quiet(), pytest.warns(UserWarning, match='trace_model switched off'): learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'c'))
+    assert {'train_loss', 'lr_0', 'cycle_a', 'd_b'} <= set(tags(tmp_path/'c')['scalars'])
+
+
+# --- save/load with the discriminators
+
+def _same(a, b):
+    "Two state dicts (or optimizer states) equal bitwise"
+    if isinstance(a, dict): return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)): return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if torch.is_tensor(a): return torch.equal(a, b)
+    return a == b
+
+def _continue(learn):
+    "One more epoch from fixed random states"
+    from fastai.torch_core import set_seed
+    set_seed(7); learn.dls.train.rng.seed(7)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+
+def test_save_load_keep_the_discriminators_and_their_optimizer(pairs, tmp_path):
+    learn = pix2pix_on(pairs, path=tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    learn.save('m')
+    t = learn.pix2pix_trainer
+    torch.manual_seed(5)
+    learn2 = pix2pix_on(pairs, path=tmp_path)
+    learn2.pix2pix_trainer.discriminator = None   # a new learner: its D is built from the file
+    learn2.load('m')
+    t2 = learn2.pix2pix_trainer
+    assert _same(t2.discriminator.state_dict(), t.discriminator.state_dict())
+    assert _same(t2.d_opt.state_dict(), t.d_opt.state_dict()) and _same(learn2.opt.state_dict(), learn.opt.state_dict())
+    assert len(t2.hist) == len(t.hist) and all(torch.equal(a, b) for a, b in zip(t2.hist, t.hist))
+    _continue(learn); _continue(learn2)   # the same training afterwards, bitwise
+    assert _same(learn2.model.state_dict(), learn.model.state_dict())
+    assert _same(t2.discriminator.state_dict(), t.discriminator.state_dict())
+    # without the optimizers: the weights of G and D
+    learn.save('w', with_opt=False)
+    learn3 = pix2pix_on(pairs, path=tmp_path); learn3.pix2pix_trainer.discriminator = None
+    learn3.load('w', with_opt=False)
+    assert _same(learn3.pix2pix_trainer.discriminator.state_dict(), t.discriminator.state_dict())
+    assert _same(learn3.model.state_dict(), learn.model.state_dict())
+    # a file of fastai's own format (G only) still loads, with a word
+    torch.save(learn.model.state_dict(), tmp_path/'models'/'old.pth')
+    learn4 = pix2pix_on(pairs, path=tmp_path)
+    with pytest.warns(UserWarning, match='generator only'): learn4.load('old', with_opt=False)
+    assert _same(learn4.model.state_dict(), learn.model.state_dict())
+
+def test_save_model_callback_keeps_the_cyclegan_discriminators(unpaired, tmp_path):
+    from fastai.callback.tracker import SaveModelCallback
+    learn = tiny_cyclegan(unpaired); learn.path = tmp_path
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3, cbs=SaveModelCallback(monitor='cycle_a', with_opt=True, fname='best'))
+    t = learn.cycle_gan_trainer
+    learn2 = tiny_cyclegan(unpaired); learn2.path = tmp_path
+    t2 = learn2.cycle_gan_trainer
+    t2.d_a = t2.d_b = None
+    learn2.load('best')
+    for k in ('d_a', 'd_b'): assert _same(getattr(t2, k).state_dict(), getattr(t, k).state_dict())
+    assert _same(t2.d_opt.state_dict(), t.d_opt.state_dict()) and len(t2.pool_a) == len(t.pool_a) > 0
+
+
+# --- trackers read the GAN columns the right way round
+
+def test_trackers_know_the_direction_of_every_column(pairs, tmp_path):
+    import numpy as np
+    from fastai.callback.tracker import SaveModelCallback, EarlyStoppingCallback
+    from gan_callbacks.metrics import PSNR
+    learn = pix2pix_on(pairs, path=tmp_path, metrics=[PSNR()])
+    cbs = [SaveModelCallback(monitor=m, fname=m) for m in ('g_l1', 'd_fake', 'psnr')] + [EarlyStoppingCallback(monitor='g_l1', patience=5)]
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(3, 1e-3, cbs=cbs)
+    assert [cb.comp for cb in cbs] == [np.less, np.less, np.greater, np.less]
+    names = list(learn.recorder.metric_names[1:])
+    col = lambda n: [v[names.index(n)] for v in learn.recorder.values]
+    assert cbs[0].best == min(col('g_l1')) and cbs[1].best == min(col('d_fake')) and cbs[2].best == max(col('psnr'))
+
+
+# --- summary and lr_find
+
+def test_summary_shows_both_players_and_lr_find_prints_no_table(pairs):
+    import fastai.callback.hook   # Learner.summary
+    learn = pix2pix_on(pairs)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): s = learn.summary()
+    assert 'None' not in out.getvalue() + s and 'UnetGenerator' in s and 'PatchDiscriminator' in s
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): learn.lr_find(num_it=3, show_plot=False)
+    assert 'epoch' not in out.getvalue() and 'train_loss' not in out.getvalue()
