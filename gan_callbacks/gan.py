@@ -125,13 +125,14 @@ def output_range(G:nn.Module):
     return (-1., 1.) if last and isinstance(last[-1], nn.Tanh) else None
 
 def check_image_range(G:nn.Module, *images, what='targets'):
-    "Fail when `images` (what `G` must produce) go outside `G`'s range; warn when they look like [0, 1] images for a tanh (one host read)"
+    "Fail when `images` (what `G` must produce) go well outside `G`'s range; warn when they look like [0, 1] images for a tanh (one host read)"
     rng = output_range(G)
     if rng is None or not images: return
     lo, hi = torch.stack([torch.stack(t.detach().float().aminmax()) for t in images]).T.tolist()
     lo, hi, fix = min(lo), max(hi), ("scale them to [-1, 1]: e.g. `batch_tfms=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)]` "
                                      "(fastai's `ImageBlock` alone gives [0, 1]; `Pix2pixDataLoaders` and `UnpairedDataLoaders` do it)")
-    if lo < rng[0] - 1e-3 or hi > rng[1] + 1e-3:
+    margin = (rng[1] - rng[0]) / 4   # room for augmentation noise; ImageNet statistics or 0-255 pixels go further
+    if lo < rng[0] - margin or hi > rng[1] + margin:
         raise ValueError(f"The {what} range from {lo:.3g} to {hi:.3g}, outside the generator's tanh range [-1, 1], which it can never reach: {fix}")
     if lo >= 0: warnings.warn(f"The {what} of the first batch are all in [0, {hi:.3g}], the generator's tanh gives [-1, 1]: "
                               f"if they are [0, 1] images, {fix}", stacklevel=2)
