@@ -22,16 +22,22 @@ from .core import StateDictCallback
 from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range',
-           'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback', 'linear_decay_schedule']
+__all__ = ['NumberHypers', 'pix2pix_adam', 'paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range',
+           'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback', 'find_trainer', 'AdversarialLearner',
+           'linear_decay_schedule']
 
 # %% ../nbs/04a_gan.ipynb #64c889ef
+class NumberHypers(OptimWrapper):
+    "fastai's `OptimWrapper` whose `hypers` are the numbers only: PyTorch's switches (`foreach=None`, `fused`, ...) are no hyper-parameters, and loggers write each one as a number"
+    @property
+    def hypers(self): return [{k: v for k, v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} for h in super().hypers]
+
 def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
     "The papers' Adam as a fastai optimizer, on PyTorch's fused kernel (falls back to foreach where fused is unsupported)"
     params = list(params)
     kw = dict(lr=lr, betas=(mom, sqr_mom), eps=eps, weight_decay=wd)
-    try: return OptimWrapper(params, torch.optim.Adam, fused=fused, **kw)
-    except (RuntimeError, ValueError): return OptimWrapper(params, torch.optim.Adam, foreach=True, **kw)
+    try: return NumberHypers(params, torch.optim.Adam, fused=fused, **kw)
+    except (RuntimeError, ValueError): return NumberHypers(params, torch.optim.Adam, foreach=True, **kw)
 
 # %% ../nbs/04a_gan.ipynb #97da04ba
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -228,12 +234,22 @@ class AdversarialTrainer(StateDictCallback):
             if D is not None: D.to(self.device).train()
         for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
         if not any(m in learn.metrics for m in self._metrics): learn.metrics = L(learn.metrics) + self._metrics
+        self._direct_trackers()
         self._lr_find_state = self._snapshot() if hasattr(learn, 'lr_finder') else None
         if not _in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
         if not self._warned_opt and (msg := _default_opt_warning(self)):
             warnings.warn(msg, stacklevel=2); self._warned_opt = True
         self.hist, self._avg, self._n = [], None, 0
         self.n_skipped, self._row = 0, 0   # skipped iterations: in this fit, and in a row
+
+    def _direct_trackers(self):
+        "fastai's trackers guess a column's direction from its name ('loss', 'error': lower is better); the trainer's columns, and metrics with `lower_is_better`, say it"
+        lower = {getattr(m, 'name', None): m.lower_is_better for m in self.learn.metrics if hasattr(m, 'lower_is_better')}
+        lower.update({c: True for c in self.cols})
+        for cb in self.learn.cbs:
+            if not isinstance(cb, TrackerCallback) or cb.monitor not in lower: continue
+            comp = np.less if lower[cb.monitor] else np.greater
+            if cb.comp is not comp: cb.comp, cb.min_delta = comp, -cb.min_delta   # fastai keeps `min_delta` negative for `np.less`
 
     def autocast(self):
         "The autocast context of this fit's precision, on the Learner's device type"
@@ -405,7 +421,7 @@ def plot_losses(self:AdversarialTrainer, ax=None):
 
 # %% ../nbs/04a_gan.ipynb #f05a921d
 import sys
-from fastcore.basics import noop
+from fastai.imports import noop   # the `noop` of fastai's `no_logging` (not fastcore's)
 from fastcore.imports import IN_NOTEBOOK
 from fastai.callback.progress import master_bar
 
@@ -482,7 +498,84 @@ def _gan_learner(dls, model, trainer, cbs=None, **kwargs):
     "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"
     cbs = L(cbs) + trainer
     if not any(isinstance(cb, DistributedGAN) for cb in cbs): cbs += DistributedGAN()
-    return _sync_free_bar(Learner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch
+    return _sync_free_bar(AdversarialLearner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch
+
+# %% ../nbs/04a_gan.ipynb #464f6a14
+import numpy as np
+from torch.serialization import DEFAULT_PROTOCOL
+from fastcore.basics import PrettyString
+from fastcore.xtras import join_path_file
+from fastai.torch_core import rank_distrib, distrib_barrier
+from fastai.callback.tracker import TrackerCallback
+import fastai.callback.hook   # `Learner.summary`
+from .distributed import unwrap
+
+def find_trainer(learn): return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
+
+class AdversarialLearner(Learner):
+    "A `Learner` whose everyday tools know its GAN trainer: `save`/`load` keep the discriminators, `summary` shows them, `predict` and `show_results` translate"
+    def save(self, file, with_opt=True, pickle_protocol=DEFAULT_PROTOCOL):
+        "fastai's `save`, with the discriminators; with `with_opt`, also their optimizer and the trainer's state (smoothed losses, pools, ...)"
+        t = find_trainer(self)
+        if t is None: return super().save(file, with_opt, pickle_protocol)
+        if rank_distrib(): return   # the other processes hold the same state
+        file = join_path_file(file, self.path/self.model_dir, ext='.pth')
+        sd = t.state_dict()
+        state = dict(model=unwrap(self.model).state_dict(), gan=sd if with_opt else {k: sd[k] for k in ('discriminators', 'd_in_ch')})
+        if with_opt and self.opt is not None: state['opt'] = self.opt.state_dict()
+        torch.save(state, file, pickle_protocol=pickle_protocol)
+        return file
+
+    def load(self, file, device=None, with_opt=True, strict=True, **kwargs):
+        "fastai's `load`; a file `save` wrote brings back the discriminators too (`with_opt`: their optimizer and the trainer's state)"
+        t = find_trainer(self)
+        if t is None: return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
+        fn = join_path_file(file, self.path/self.model_dir, ext='.pth')
+        if device is None and hasattr(self.dls, 'device'): device = self.dls.device
+        distrib_barrier()
+        with torch.serialization.safe_globals([L]): state = torch.load(fn, map_location=device, weights_only=True)   # fastai's optimizers keep `L`s
+        if not (isinstance(state, dict) and 'gan' in state):
+            warnings.warn(f"{fn} holds no discriminators (saved by fastai's `save`, or before they were kept): loading the generator only")
+            return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
+        if self.opt is None: self.create_opt()
+        unwrap(self.model).load_state_dict(state['model'], strict=strict)
+        if with_opt and 'opt' in state: self.opt.load_state_dict(state['opt'])
+        gan = state['gan']
+        if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
+        else:
+            for k, D in t.setup_discriminators(gan['d_in_ch']).items():
+                if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
+        return self
+
+    def summary(self):
+        "fastai's summary of the Learner's model, then the discriminators' layers and parameters"
+        res, t = super().summary(), find_trainer(self)
+        for k, D in (t.discriminators if t is not None else {}).items():
+            res += f"\n\n{k} ({type(t).__name__}): " + ("built at the first batch, for the data's channels" if D is None else _layers(D))
+        return PrettyString(res)
+
+    def predict(self, item, rm_type_tfms=None, with_input=False):
+        "Translate one image (`Path`, `str` or PIL image, whole, at its size) in the model's `direction`: (decoded, translation, translation)"
+        if getattr(self.dls, 'n_inp', 1) < 2: return super().predict(item, rm_type_tfms, with_input)
+        dl = self.dls.test_dl([item], rm_type_tfms=rm_type_tfms, num_workers=0)
+        inp, preds, _, dec_preds = self.get_preds(dl=dl, with_input=True, with_decoded=True)
+        i = int(getattr(unwrap(self.model), 'direction', 'AtoB') == 'BtoA')
+        dec = self.dls.decode_batch((inp, dec_preds) if i == 0 else (dec_preds, inp))[0]   # in domain order: each decoded as its domain
+        res = dec[1-i], dec_preds[0], preds[0]
+        return (dec[i],) + res if with_input else res
+
+    def show_results(self, ds_idx=1, dl=None, max_n=9, shuffle=True, **kwargs):
+        "fastai's; for unpaired data, titled rows of input | translation | other domain in the model's `direction`"
+        if getattr(self.dls, 'n_inp', 1) > 1: kwargs.setdefault('direction', getattr(unwrap(self.model), 'direction', 'AtoB'))
+        return super().show_results(ds_idx, dl, max_n, shuffle, **kwargs)
+
+def _layers(m):
+    "A table of the layers of `m` with parameters, and their total"
+    rows = [(type(o).__name__, sum(p.numel() for p in o.parameters(recurse=False))) for o in m.modules()]
+    rows = [r for r in rows if r[1]]
+    return (f"{type(m).__name__}\n" + '\n'.join(f"{n:<20} {p:<10,}" for n, p in rows) +
+            f"\nTotal params: {sum(p.numel() for p in m.parameters()):,}")
+
 
 # %% ../nbs/04a_gan.ipynb #61ff522b
 def linear_decay_schedule(lr:float, n_epochs:int, n_epochs_decay:int):

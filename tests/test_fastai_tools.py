@@ -168,12 +168,12 @@ def _continue(learn):
     with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
 
 def test_save_load_keep_the_discriminators_and_their_optimizer(pairs, tmp_path):
-    learn = pix2pix_on(pairs, path=tmp_path)
+    learn = pix2pix_on(pairs); learn.path = tmp_path
     with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
     learn.save('m')
     t = learn.pix2pix_trainer
     torch.manual_seed(5)
-    learn2 = pix2pix_on(pairs, path=tmp_path)
+    learn2 = pix2pix_on(pairs); learn2.path = tmp_path
     learn2.pix2pix_trainer.discriminator = None   # a new learner: its D is built from the file
     learn2.load('m')
     t2 = learn2.pix2pix_trainer
@@ -185,13 +185,13 @@ def test_save_load_keep_the_discriminators_and_their_optimizer(pairs, tmp_path):
     assert _same(t2.discriminator.state_dict(), t.discriminator.state_dict())
     # without the optimizers: the weights of G and D
     learn.save('w', with_opt=False)
-    learn3 = pix2pix_on(pairs, path=tmp_path); learn3.pix2pix_trainer.discriminator = None
+    learn3 = pix2pix_on(pairs); learn3.path = tmp_path; learn3.pix2pix_trainer.discriminator = None
     learn3.load('w', with_opt=False)
     assert _same(learn3.pix2pix_trainer.discriminator.state_dict(), t.discriminator.state_dict())
     assert _same(learn3.model.state_dict(), learn.model.state_dict())
     # a file of fastai's own format (G only) still loads, with a word
     torch.save(learn.model.state_dict(), tmp_path/'models'/'old.pth')
-    learn4 = pix2pix_on(pairs, path=tmp_path)
+    learn4 = pix2pix_on(pairs); learn4.path = tmp_path
     with pytest.warns(UserWarning, match='generator only'): learn4.load('old', with_opt=False)
     assert _same(learn4.model.state_dict(), learn.model.state_dict())
 
@@ -214,7 +214,7 @@ def test_trackers_know_the_direction_of_every_column(pairs, tmp_path):
     import numpy as np
     from fastai.callback.tracker import SaveModelCallback, EarlyStoppingCallback
     from gan_callbacks.metrics import PSNR
-    learn = pix2pix_on(pairs, path=tmp_path, metrics=[PSNR()])
+    learn = pix2pix_on(pairs, metrics=[PSNR()]); learn.path = tmp_path
     cbs = [SaveModelCallback(monitor=m, fname=m) for m in ('g_l1', 'd_fake', 'psnr')] + [EarlyStoppingCallback(monitor='g_l1', patience=5)]
     with contextlib.redirect_stdout(io.StringIO()): learn.fit(3, 1e-3, cbs=cbs)
     assert [cb.comp for cb in cbs] == [np.less, np.less, np.greater, np.less]
