@@ -13,15 +13,12 @@ from fastai.callback.tracker import TrackerCallback, EarlyStoppingCallback
 from fastai.learner import Recorder
 from fastai.metrics import ValueMetric
 from torchvision.utils import make_grid
-from .gan import AdversarialTrainer, _in_fit as in_fit
-from .cli import generator
-from .interop import run_generator
+from .gan import find_trainer, in_fit
+from .inference import generator, run_generator
 from .distributed import rank_distrib, unwrap
 
-def find_trainer(learn): return next((cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer)), None)
-
 # %% auto #0
-__all__ = ['find_trainer', 'image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop']
+__all__ = ['image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop']
 
 # %% ../nbs/15_loggers.ipynb #bcf8f376
 def _rgb(t): return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
