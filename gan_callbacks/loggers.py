@@ -163,6 +163,10 @@ class KeepBest(TrackerCallback):
         super().__init__(monitor=monitor, comp=comp, min_delta=min_delta)
         self.best_epoch = self.best_state = None
 
+    def before_fit(self):
+        super().before_fit()
+        self.fitted = self.learn   # kept for `export_best` after the fit (fastai detaches callbacks given to `fit`)
+
     def after_epoch(self):
         if not _validated(self): return   # no validation this epoch: nothing to compare
         super().after_epoch()
@@ -173,10 +177,11 @@ class KeepBest(TrackerCallback):
     def export_best(self, fname):
         "`learn.export(fname)` with the best weights, the model keeping its own afterwards"
         if self.best_state is None: return None
-        m = unwrap(self.learn.model)
+        learn = self.fitted
+        m = unwrap(learn.model)
         last = {k: v.detach().clone() for k, v in m.state_dict().items()}
         m.load_state_dict(self.best_state)
-        try: self.learn.export(fname)
+        try: learn.export(fname)
         finally: m.load_state_dict(last)
         return fname
 
