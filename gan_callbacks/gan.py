@@ -22,7 +22,7 @@ from .progress import sync_free_bar
 
 # %% auto #0
 __all__ = ['paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range', 'NonFiniteError',
-           'AdversarialTrainer', 'find_trainer', 'AdversarialLearner']
+           'AdversarialTrainer', 'find_trainer', 'direct_trackers', 'AdversarialLearner']
 
 # %% ../nbs/04a_gan.ipynb #97da04ba
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -222,13 +222,9 @@ class AdversarialTrainer(StateDictCallback):
         self.n_skipped, self._row = 0, 0   # skipped iterations: in this fit, and in a row
 
     def _direct_trackers(self):
-        "fastai's trackers guess a column's direction from its name ('loss', 'error': lower is better); the trainer's columns, and metrics with `lower_is_better`, say it"
+        "The trainer's columns are losses: lower is better; so are metrics that say `lower_is_better`"
         lower = {getattr(m, 'name', None): m.lower_is_better for m in self.learn.metrics if hasattr(m, 'lower_is_better')}
-        lower.update({c: True for c in self.cols})
-        for cb in self.learn.cbs:
-            if not isinstance(cb, TrackerCallback) or cb.monitor not in lower: continue
-            comp = np.less if lower[cb.monitor] else np.greater
-            if cb.comp is not comp: cb.comp, cb.min_delta = comp, -cb.min_delta   # fastai keeps `min_delta` negative for `np.less`
+        direct_trackers(self.learn, {**lower, **{c: True for c in self.cols}})
 
     def autocast(self):
         "The autocast context of this fit's precision, on the Learner's device type"
@@ -400,6 +396,14 @@ from fastai.torch_core import rank_distrib, distrib_barrier
 from fastai.callback.tracker import TrackerCallback
 import fastai.callback.hook   # `Learner.summary`
 from .distributed import unwrap
+
+def direct_trackers(learn, lower:dict):
+    "Tell `learn`'s fastai trackers (`SaveModelCallback`, `EarlyStoppingCallback`, ...) which way the columns of `lower` improve (`True`: lower is better)"
+    # fastai guesses from the name alone ('loss' or 'error': lower is better), so `g_l1` or `d_fake` would read as scores
+    for cb in learn.cbs:
+        if not isinstance(cb, TrackerCallback) or cb.monitor not in lower: continue
+        comp = np.less if lower[cb.monitor] else np.greater
+        if cb.comp is not comp: cb.comp, cb.min_delta = comp, -cb.min_delta   # fastai keeps `min_delta` negative for `np.less`
 
 class AdversarialLearner(Learner):
     "A `Learner` whose everyday tools know its GAN trainer: `save`/`load` keep the discriminators, `summary` shows them, `predict` and `show_results` translate"
