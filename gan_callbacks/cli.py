@@ -314,7 +314,7 @@ def _parser():
     t = sub.add_parser('train', help='train pix2pix or CycleGAN', description=train.__doc__)
     t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix) or unpaired (cyclegan) training')
     src = t.add_mutually_exclusive_group(required=True)
-    src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan: trainA/, trainB/, testA/, testB/)')
+    src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan: trainA/, trainB/, testA/, testB/); no default: give --data or --sample')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
     t.add_argument('--out', help='output folder (default pix2pix_out or cyclegan_out)')
     t.add_argument('--epochs', type=int, default=100, help='epochs at the initial lr')
