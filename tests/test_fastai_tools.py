@@ -173,7 +173,7 @@ def test_save_load_keep_the_discriminators_and_their_optimizer(pairs, tmp_path):
     learn.save('m')
     t = learn.pix2pix_trainer
     torch.manual_seed(5)
-    learn2 = pix2pix_on(pairs); learn2.path = tmp_path   # a new learner, its networks freshly initialised; learn2.path = tmp_path
+    learn2 = pix2pix_on(pairs); learn2.path = tmp_path   # a new learner, its networks freshly initialised
     learn2.load('m')
     t2 = learn2.pix2pix_trainer
     assert _same(t2.discriminator.state_dict(), t.discriminator.state_dict())
