@@ -214,6 +214,17 @@ class Pix2pixDataLoaders(DataLoaders):
         return type(self)(*loaders, path=self.path, device=self.device, in_ch=self.in_ch, out_ch=self.out_ch,
                           load_size=self.load_size, crop_size=self.crop_size)
 
+    def test_dl(self, test_items, rm_type_tfms=None, with_labels:bool=False, aligned:bool=False, **kwargs):
+        "Images (files, `str`s or PIL images) to translate, each whole and at its own size; `aligned`: the input half of A|B files"
+        if with_labels or rm_type_tfms is not None: return super().test_dl(test_items, rm_type_tfms, with_labels, **kwargs)
+        ds, keep = self.valid_ds, lambda fs: [f for f in fs if not isinstance(f, ResizeCropFlip)]   # no crop: the whole image
+        tls = [tl._new(test_items, split_idx=1) for tl in ds.tls[:ds.n_inp]]
+        for tl in tls:
+            fs = keep(tl.tfms.fs)
+            if not (aligned and isinstance(fs[0], (ImageHalf, PairFile))): fs[0] = ImageFile(getattr(fs[0], 'mode', 'RGB'))
+            tl.tfms.fs = fs
+        return self.valid.new(Datasets(tls=tls, n_inp=ds.n_inp), after_item=keep(self.valid.after_item.fs), **kwargs)
+
     @classmethod
     def from_folder(cls, path, layout='aligned', direction='AtoB', load_size=286, crop_size=256, bs=1, train='train',
                     valid='val', valid_pct=None, seed=None, in_ch=3, out_ch=3, num_downs=None, num_workers=0,
@@ -237,28 +248,45 @@ class Pix2pixDataLoaders(DataLoaders):
 
 # %% ../nbs/03_data.ipynb #03f0ad6f
 class ImageFile(Transform):
-    "Read an image file in PIL `mode`"
+    "Read an image file (a `Path` or `str`) in PIL `mode`; a PIL image is converted to `mode`"
     _retain = False
     def __init__(self, mode='RGB'): super().__init__(); store_attr()
-    def encodes(self, fn): return open_image(fn, self.mode)
+    def encodes(self, fn): return fn.convert(self.mode) if isinstance(fn, Image.Image) else open_image(fn, self.mode)
     __repr__ = basic_repr('mode')
 
 # %% ../nbs/03_data.ipynb #b4bcd883
 class UnpairedDL(Pix2pixDL):
     "Loader of (A, B) items from two domains: each A with a random B when shuffling (from `rng`), else B `i % len(B)`"
     def get_idxs(self):
-        n_b = len(self.dataset.tls[1])
-        return [(i, self.rng.randrange(n_b) if self.shuffle else i % n_b) for i in super().get_idxs()]
+        idxs, n_b = super().get_idxs(), len(self.dataset.tls[1])
+        # unshuffled: plain indices (as fastai's `get_preds` expects, to put predictions back in order), B `i % len(B)`
+        return [(i, self.rng.randrange(n_b)) for i in idxs] if self.shuffle else idxs
 
     def create_item(self, s):
         a,b = self.dataset.tls
-        i,j = s if isinstance(s, tuple) else (s or 0, 0)  # a plain index: fastai's first pass, or show_batch(unique=True)
+        i,j = s if isinstance(s, tuple) else (s or 0, (s or 0) % len(b))   # a plain index (`None` in fastai's first pass)
         return a[i],b[j]
 
     def _pre_show_batch(self, b, max_n=9):
         "Show A and B side by side, as fastai shows an input and its target"
         x,y,its = super()._pre_show_batch(b, max_n)
         return (*x, its) if y is None else (x, y, its)
+
+    def show_results(self, b, out, max_n=9, ctxs=None, show=True, direction='AtoB', figsize=None, **kwargs):
+        "Rows of input | its translation `out` | an image of the other domain (unpaired: not a target); `out` may be the model's training outputs"
+        if direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', got {direction!r}")
+        i = 'AtoB BtoA'.split().index(direction)
+        if is_listy(out): out = out[2*i]   # (fake_B, rec_A, fake_A, ...): this direction's fake
+        real = tuple(b[:2])
+        fake = (real[0], out) if i == 0 else (out, real[1])   # in domain order, to decode each image as its domain
+        rows = [(r[i], f[1-i], r[1-i]) for r, f in zip(self.decode_batch(real, max_n), self.decode_batch(fake, max_n))]
+        x, y = self.decode(real)[i], self.decode(real)[1-i]
+        if not show: return x, y, L((r[0], r[2]) for r in rows), L((r[1],) for r in rows)
+        titles = ('A', 'G_A(A)', 'B (unpaired)') if i == 0 else ('B', 'G_B(B)', 'A (unpaired)')
+        if ctxs is None: ctxs = get_grid(3*len(rows), ncols=3, figsize=figsize or (7, 2.4*len(rows)))
+        for j, (row, c) in enumerate(zip(rows, chunked(ctxs, 3))):
+            for im, ctx, t in zip(row, c, titles): im.show(ctx=ctx, title=t if j == 0 else None, **kwargs)
+        return ctxs
 
 # %% ../nbs/03_data.ipynb #778bdae3
 def _domain(trn, val, ch, load_size, crop_size):

@@ -89,6 +89,7 @@ def _pred_targ(learn):
 
 class ImageMetric(Metric):
     "Mean over the validation images of per-image score `func(pred, targ, data_range)`, summed on the device, read once"
+    lower_is_better = False   # PSNR and SSIM: higher is better (fastai's trackers and the trainers read it)
     def __init__(self, func, data_range:float=2., name:str|None=None): store_attr(but='name'); self._name = name or func.__name__
     def reset(self): self.total, self.count = None, 0
     def accumulate(self, learn):
