@@ -16,7 +16,7 @@ sections = [
     ('CycleGAN', ['07_cyclegan']),
     ('CUT', ['*_cut']),
     ('Your own data', ['*_your_data', '03_data', '06_cli', '*_show', '*_loggers', '05_checkpoint']),
-    ('Writing a trainer', ['*trainer*', '04a_gan', '00_core', '*_optim', '*_progress']),
+    ('Writing a trainer', ['*trainer*', '*writ*', '*guide*', '04a_gan', '00_core', '*_optim', '*_progress']),
     ('Metrics', ['10_metrics']),
     ('Deployment', ['11_interop', '*_inference', '*app*', '*deploy*']),
     ('Distributed', ['12_distributed', '13_main']),
