@@ -7,7 +7,6 @@ from __future__ import annotations
 import os, sys, socket, argparse, warnings
 from contextlib import contextmanager
 from datetime import timedelta
-from types import MethodType
 import torch
 from torch import nn
 import torch.distributed as dist
@@ -17,8 +16,8 @@ from fastcore.basics import store_attr, first
 from fastai.callback.core import Callback
 from fastai.distributed import DistributedDL, DistributedTrainer, rank_distrib, num_distrib
 from accelerate import Accelerator, InitProcessGroupKwargs
-from accelerate.state import AcceleratorState
 from accelerate.utils import DistributedType
+from .internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accelerator_state
 
 
 # %% auto #0
@@ -47,7 +46,7 @@ def flat_by_dtype(ts):
 
 def unflat(ts, flat):
     "Copy the flat tensor `flat` back into the tensors `ts`"
-    torch._foreach_copy_(ts, [f.view_as(t) for f, t in zip(flat.split([t.numel() for t in ts]), ts)])
+    copy_into(ts, [f.view_as(t) for f, t in zip(flat.split([t.numel() for t in ts]), ts)])
 
 # %% ../nbs/12_distributed.ipynb #c7aa7a84
 _ddp_params = set()   # ids of the parameters a `DistributedDataParallel` averages already (set during a fit)
@@ -77,7 +76,7 @@ def _sync_bn_works(m:nn.Module):
     p = next(m.parameters(), None)
     return p is None or p.device.type != 'cpu'
 
-def _has_bn(m): return any(isinstance(o, nn.modules.batchnorm._BatchNorm) for o in m.modules())
+def _has_bn(m): return any(isinstance(o, BatchNormBase) for o in m.modules())
 
 def share_module(learn, m:nn.Module):
     "Make network `m` the same on every process: BatchNorm to `SyncBatchNorm` if the Learner's `DistributedTrainer` asks (and the device allows it), weights from rank 0"
@@ -114,8 +113,8 @@ class GlooDistributedDL(DistributedDL):
     @device.setter
     def device(self, d): pass   # the wrapped loader's device is the one batches go to
 
-def _wrap_dl(self, dl):
-    "`DistributedTrainer._wrap_dl` with `GlooDistributedDL`, on the loader's own device"
+def _gloo_dl(self, dl):
+    "How `DistributedTrainer` wraps a loader, with `GlooDistributedDL`, on the loader's own device"
     return dl if isinstance(dl, DistributedDL) else GlooDistributedDL(dl)
 
 
@@ -131,13 +130,13 @@ class DistributedGAN(Callback):
         self.dt = first(cb for cb in self.learn.cbs if isinstance(cb, DistributedTrainer))
         if self.dt is None or num_distrib() < 2: return
         if torch.device(self.learn.dls.device or 'cpu').type == 'cpu': self._cpu_fixes()
-        self.dt._wrap_dl = MethodType(_wrap_dl, self.dt)   # this trainer's loaders only: fastai's own class is left alone
+        wrap_loaders_with(self.dt, _gloo_dl)   # this trainer's loaders only: fastai's own class is left alone
         for D in discriminators(self.learn).values(): share_module(self.learn, D)
 
     def _cpu_fixes(self):
         "What fastai 2.8's `DistributedTrainer` lacks on the CPU: an Accelerator that forms the job (gloo), no SyncBatchNorm"
         if self.dt.accelerator.distributed_type == DistributedType.NO:   # built without `cpu=True`: it would run unrelated fits
-            AcceleratorState._reset_state(reset_partial_state=True)
+            reset_accelerator_state()
             kw = InitProcessGroupKwargs(timeout=timedelta(seconds=self.timeout))
             self.dt.accelerator = Accelerator(cpu=True, kwargs_handlers=[kw])
         if self.dt.sync_bn and _has_bn(self.learn.model):
