@@ -21,8 +21,8 @@ from .internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accele
 
 
 # %% auto #0
-__all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'discriminators', 'GlooDistributedDL',
-           'DistributedGAN', 'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'relaunch']
+__all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'GlooDistributedDL', 'DistributedGAN',
+           'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'relaunch']
 
 # %% ../nbs/12_distributed.ipynb #383bcf39
 def is_distributed():
@@ -87,18 +87,6 @@ def share_module(learn, m:nn.Module):
         else: warnings.warn(f"{type(m).__name__}: SyncBatchNorm does not run on the CPU, its BatchNorm keeps per-process statistics")
     return broadcast_module(m)
 
-def discriminators(learn):
-    "The discriminators of the Learner's GAN trainers by name: a trainer's `discriminators` dict, or its `discriminator`"
-    ds = {}
-    for i, cb in enumerate(learn.cbs):
-        d = cb.__dict__.get('discriminators', None)
-        if d is None and hasattr(type(cb), 'discriminators'): d = cb.discriminators
-        if d is None and isinstance(cb.__dict__.get('discriminator'), nn.Module): d = {'D': cb.discriminator}
-        for k, v in (d or {}).items():
-            if v is not None: ds[k if k not in ds else f'{k}{i}'] = v
-    return ds
-
-
 # %% ../nbs/12_distributed.ipynb #52232ec3
 class GlooDistributedDL(DistributedDL):
     "fastai's `DistributedDL` that also runs over gloo: rank 0's indices are broadcast on the backend's device, not always CUDA"
@@ -120,7 +108,7 @@ def _gloo_dl(self, dl):
 
 # %% ../nbs/12_distributed.ipynb #98e7e7bc
 class DistributedGAN(Callback):
-    "With `learn.distrib_ctx()`: discriminators shared (SyncBatchNorm, rank 0's weights, gradients averaged by `average_grads`), and fastai's DDP on the CPU over gloo"
+    "With `learn.distrib_ctx()`: fastai's DDP on the CPU over gloo, and the generator's parameters noted for `average_grads` (the trainers share the discriminators)"
     order = DistributedTrainer.order - 0.5   # fixes `DistributedTrainer` before its `before_fit` wraps anything
     _stateattrs = ('dt',)
     def __init__(self, timeout:float=600.): store_attr()   # seconds a collective waits for the other processes
@@ -131,7 +119,6 @@ class DistributedGAN(Callback):
         if self.dt is None or num_distrib() < 2: return
         if torch.device(self.learn.dls.device or 'cpu').type == 'cpu': self._cpu_fixes()
         wrap_loaders_with(self.dt, _gloo_dl)   # this trainer's loaders only: fastai's own class is left alone
-        for D in discriminators(self.learn).values(): share_module(self.learn, D)
 
     def _cpu_fixes(self):
         "What fastai 2.8's `DistributedTrainer` lacks on the CPU: an Accelerator that forms the job (gloo), no SyncBatchNorm"

@@ -152,6 +152,7 @@ class AdversarialTrainer(StateDictCallback):
         store_attr()
         self.d_opt = self.g_scaler = self.d_scaler = self.amp_dtype = None
         self.hist, self._avg, self._n, self.n_skipped, self._row, self._warned_opt = [], None, 0, 0, 0, False
+        self._shared = set()   # the discriminators made the same on every process in this fit
         self._metrics = [ValueMetric(_LastValue(self, i), c) for i, c in enumerate(self.cols)]
 
     @property
@@ -168,6 +169,7 @@ class AdversarialTrainer(StateDictCallback):
         fp16 = self.amp_dtype == torch.float16
         if fp16 and self.g_scaler is None: self.g_scaler, self.d_scaler = (torch.amp.GradScaler(self.device_type) for _ in '12')
         if not fp16: self.g_scaler = self.d_scaler = None
+        self._shared = set()
         for D in self.discriminators.values():
             if D is not None: D.to(self.device).train()
         for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
@@ -211,12 +213,15 @@ class AdversarialTrainer(StateDictCallback):
     def make_discriminator(self, name:str, in_ch:int): raise NotImplementedError
 
     def setup_discriminators(self, in_chs:dict|None=None):
-        "The discriminators (building the missing ones for `in_chs[name]` input channels) and their one optimizer"
+        "The discriminators (building the missing ones for `in_chs[name]` input channels), the same on every process, and their one optimizer"
         for k, D in self.discriminators.items():
-            if D is not None: continue
-            n = (in_chs or {}).get(k)
-            if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
-            setattr(self, k, _speed_up(share_module(self.learn, self.make_discriminator(k, n).to(learner_device(self.learn)).train()), self.channels_last, self.compile))
+            if D is None:
+                n = (in_chs or {}).get(k)
+                if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
+                D = self.make_discriminator(k, n).to(learner_device(self.learn)).train()
+            elif k in self._shared or not is_distributed(): continue
+            setattr(self, k, _speed_up(share_module(self.learn, D), self.channels_last, self.compile))
+            if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
