@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, inspect, json, math, shlex, sys, time, warnings
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 import torch
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
@@ -19,16 +20,20 @@ from .pix2pix import pix2pix_learner, unet_depth
 from .cyclegan import cyclegan_learner
 from .cut import cut_learner
 from .checkpoint import GANCheckpoint, find_checkpoint
-from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
-from .inference import from_pil, to_pil, translate_image, translate_batch, image_exts, preprocesses, test_modes
+from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
+                                is_deep_folder, deep_dataloaders, bit_depth)
+from .inference import (from_pil, to_pil, translate_image, translate_batch, translate_file, image_exts, preprocesses,
+                                     translate_preprocesses, test_modes)
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores, mean_target
 from .interop import InteropError, read_generator, export_generator, export_formats, write_model_folder
+from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
+from . import __version__
 from .distributed import setup_process, distrib_fit, add_launch_args, relaunch
 
 # %% auto #0
 __all__ = ['train_runs', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'TrainRun', 'train', 'Pix2pixRun',
-           'translate', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'train_cyclegan', 'evaluate_cmd',
+           'translate', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'train_cyclegan', 'app', 'evaluate_cmd',
            'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #f0466f05
@@ -107,14 +112,33 @@ class TrainRun:
     def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
     def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
     def summary(self, learn, data, out, grid): raise NotImplementedError   # summary.json's dict, and the lines printed after the fit
+    monitors = {}   # the validation column each `--keep-best` metric reads
+    def monitor(self, metric):
+        "The column `--keep-best metric` watches, or a `CLIError` saying why there is none"
+        if metric in ('fid', 'kid'): raise CLIError(f"--keep-best {metric}: train does not compute {metric.upper()} after each epoch; use "
+                                                    f"{', '.join(self.monitors) or 'no other metric'}, then `gan_callbacks evaluate` for {metric.upper()}")
+        if metric not in self.monitors: raise CLIError(f"--keep-best {metric} is not a validation column of --model {self.name} "
+                                                       f"(it has: {', '.join(self.monitors) or 'none'})")
+        return self.monitors[metric]
     def options(self): return {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
 
+def _wandb_logger(out, model, n_samples, config):
+    "A `WandbGAN` logging to a new W&B run of project 'gan_callbacks' kept in `out` (`WANDB_MODE=offline`: on disk only)"
+    try: import wandb
+    except ImportError: raise CLIError("--wandb needs the wandb package: pip install gan_callbacks[wandb]") from None
+    keep = {k: v for k, v in config.items() if isinstance(v, (int, float, str, bool, type(None)))}
+    wandb.init(project='gan_callbacks', dir=str(out), job_type=model, config=keep)
+    return WandbGAN(n_images=n_samples)
+
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
-          lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, **options):
+          lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
+          keep_best=None, early_stop=None, **options):
     "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
+    if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
+    if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
     out, rank = _check_train(data, sample, out or f'{model}_out', seed, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                              crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=run.multiple, why=run.why, **run.weights())
     if sample:
@@ -123,17 +147,29 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs
     try: learn = run.learner(data, out, bs=bs, load_size=load_size, crop_size=crop_size, ngf=ngf)
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     _set_precision(learn, precision)
+    if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
-    ckpt = GANCheckpoint(resume=resume)
-    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more
+    ckpt, keep = GANCheckpoint(resume=resume), keep_best and KeepBest(monitor)
+    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
+    cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
+    if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
+    if wandb and not rank: cbs.append(_wandb_logger(out, model, n_samples, locals()))
     if not rank:
         print(f"{run.describe(data, learn.dls, crop_size, precision)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
-    _fit(learn, ckpt, learn.fit_gan, epochs, epochs_decay, lr=lr, cbs=cbs)
+    try: _fit(learn, ckpt, learn.fit_gan, epochs, epochs_decay, lr=lr, cbs=cbs)
+    finally:
+        if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
     learn.export('generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
+    if keep and keep.export_best('best_generator.pkl'):
+        summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
+        lines.append(f"  best_generator.pkl  the generator of epoch {keep.best_epoch + 1}, the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode), scores=summary, sample=grid.files[-1],
+    item = learn.dls.train_ds.items[0]
+    bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode, normalization=dict(bit_depth=bits)),
+                       scores=summary, sample=grid.files[-1],
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                                      crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
     print('\n'.join(lines))
@@ -145,13 +181,15 @@ class Pix2pixRun(TrainRun):
     name, multiple, why = 'pix2pix', 32, 'the U-Net halves it at least 5 times'
     def __init__(self, gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned', test_mode='paper',
                  channels_last=False, compile=False): store_attr()
+    monitors = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
     def weights(self): return {'--lambda-l1': self.lambda_l1}
     def sample(self): return sample_pairs()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         self.depth = unet_depth(crop_size)
-        dls = Pix2pixDataLoaders.from_folder(data, layout=self.layout, direction=self.direction, load_size=load_size,
-                                             crop_size=crop_size, bs=bs, num_downs=max(self.depth, 5))
+        make = deep_dataloaders if is_deep_folder(data, layout=self.layout) else Pix2pixDataLoaders.from_folder   # 16 bits, many channels
+        dls = make(data, layout=self.layout, direction=self.direction, load_size=load_size, crop_size=crop_size, bs=bs,
+                   num_downs=max(self.depth, 5))
         G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=self.depth, ngf=ngf)
         return pix2pix_learner(dls, generator=G, gan_mode=self.gan_mode, lambda_l1=self.lambda_l1, path=out, model_dir='checkpoints',
                                metrics=[PSNR(), SSIM()], trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile))
@@ -162,9 +200,9 @@ class Pix2pixRun(TrainRun):
 
     def summary(self, learn, data, out, grid):
         plot_training(learn, out/'losses.png')
-        vals = [v[1] for v in learn.recorder.values]
-        col = lambda n: [v[learn.recorder.metric_names.index(n) - 1] for v in learn.recorder.values]
-        s = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(vals), data=str(data),
+        col = lambda n: [x for v in learn.recorder.values if (x := v[learn.recorder.metric_names.index(n) - 1]) is not None]   # validated epochs
+        vals = col('valid_loss')
+        s = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(learn.recorder.values), data=str(data),
                  **{f'{w}_valid_{m}': col(m)[i] for m in ('psnr', 'ssim') for w, i in (('first', 0), ('final', -1))},
                  **{'input_l1': None, **baseline_scores(learn.dls)})   # the trivial answers' L1, PSNR, SSIM (no input_* when A, B differ in shape)
         copy = '' if s['input_l1'] is None else f", returning the input: {s['input_l1']:.4f}"
@@ -179,11 +217,17 @@ class Pix2pixRun(TrainRun):
                    f"  checkpoints/    full training state of the last epochs (--resume continues from it)"]
 
 # %% ../nbs/06_cli.ipynb #dbac598c
-def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB'):
+def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
+              direction='AtoB', tile=None, overlap=64):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
     model, input = Path(model), Path(input)
     if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
+    if tile is not None and (preprocess not in (None, 'pad') or load_size is not None):
+        raise CLIError("--tile translates images at their own size: leave out --preprocess and --load-size")
+    if tile is not None and tile < 1: raise CLIError(f"--tile must be at least 1 pixel, got {tile}")
+    if overlap < 0: raise CLIError(f"--overlap must be >= 0, got {overlap}")
+    preprocess = preprocess or ('resize' if load_size is not None else 'pad')   # a --load-size asks for the reference's resize
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(image_exts))})")
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
@@ -191,11 +235,10 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess='r
         raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
     output = _out_dir(output)
     for i, f in enumerate(files):
-        try: im = translate_image(G, f, aligned=aligned, size=load_size or s['size'], test_mode=test_mode or s['test_mode'],
-                                  preprocess=preprocess, keep_size=not network_size, direction=direction)
+        try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
+                            network_size=network_size, direction=direction, tile=tile, overlap=overlap)
         except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
         except KeyboardInterrupt: raise Interrupted(f"interrupted after {i} of {len(files)} image(s), written to {output}/") from None
-        im.save(output/f.name)
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
 
@@ -216,6 +259,8 @@ class CycleGANRun(TrainRun):
     name, multiple, why, sample_name = 'cyclegan', 4, 'the ResNet halves it twice', 'unpaired sample dataset'
     def __init__(self, gan_mode='lsgan', n_blocks=9, lambda_a=10., lambda_b=10., lambda_idt=0.5, pool_size=50): store_attr()
     def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt}
+    @property
+    def monitors(self): return {'l1': 'true_l1'} if getattr(self, 'truth', None) else {}   # with true B images only
     def check(self):
         if self.n_blocks < 0: raise CLIError(f"--n-blocks must be at least 0, got {self.n_blocks}")
     def sample(self): return sample_unpaired()
@@ -290,20 +335,37 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', **kwargs):
     return train(data, sample, out, model='cyclegan', **kwargs)
 
 # %% ../nbs/06_cli.ipynb #d424cf80
+def app(model, host='127.0.0.1', port=7860, max_pixels=50_000_000):
+    "Serve a web page on `host`:`port` that translates dropped images with generator `model` (a model folder, or any file `translate` reads)"
+    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
+    from gan_callbacks.app import serve
+    serve(model, host, port, max_pixels)
+
 def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
-    if not Path(model).is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
+class _Help(argparse.HelpFormatter):
+    "argparse's help with each option's default, unless its text gives it already"
+    def _get_help_string(self, action):
+        h, d = action.help or '', action.default
+        if 'default' in h or d is argparse.SUPPRESS or not action.option_strings: return h
+        if action.required: return h + ' (required)'
+        if action.nargs == 0 and action.const is True: return h + ' (default: off)'   # a switch
+        return h if d is None else h + (' (default: off)' if d is False else f' (default: {d})')
+
 def _parser():
-    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai')
+    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
+    p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
+    sub.add_parser = partial(sub.add_parser, formatter_class=_Help)
     t = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT or FastCUT', description=train.__doc__)
     t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix) or unpaired (cyclegan, cut, fastcut) training')
     src = t.add_mutually_exclusive_group(required=True)
-    src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/)')
+    src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/); no default: give --data or --sample')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
     t.add_argument('--out', help='output folder (default pix2pix_out or cyclegan_out)')
     t.add_argument('--epochs', type=int, default=100, help='epochs at the initial lr')
@@ -324,7 +386,15 @@ def _parser():
     p2p.add_argument('--channels-last', action='store_true', default=None, help='G, D and batches in channels_last memory format')
     p2p.add_argument('--compile', action='store_true', default=None, help="torch.compile G's and D's forward (a slow first epoch)")
     t.add_argument('--n-samples', type=int, default=8, help='validation examples in the per-epoch grid')
-    t.add_argument('--seed', type=int, default=None)
+    t.add_argument('--seed', type=int, default=None, help='seed of every random generator (default: none, a different run each time)')
+    w = t.add_argument_group('watching and keeping', 'logs of the run, validation, the best epoch')
+    w.add_argument('--tensorboard', metavar='DIR', help='write TensorBoard logs to DIR: losses per iteration, lrs, validation columns, '
+                   'an image grid per epoch (default: none)')
+    w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
+    w.add_argument('--val-every', type=int, default=1, help='validate after every N epochs (and after the last)')
+    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
+                   'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
+    w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
@@ -348,8 +418,12 @@ def _parser():
     r.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB', help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
                    "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or 'paper' for a .pth")
-    r.add_argument('--preprocess', choices=preprocesses, default='resize', help="as the reference's test-time --preprocess "
-                   "(resize_and_crop, scale_width, none); sides rounded to what the network takes")
+    r.add_argument('--preprocess', choices=translate_preprocesses, default=None, help="pad (the default without --load-size): "
+                   "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
+                   "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
+    r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
+                   "overlap: any image size in the memory of one batch of tiles")
+    r.add_argument('--overlap', type=int, default=64, help="pixels shared by neighbouring tiles (default 64)")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
@@ -360,9 +434,14 @@ def _parser():
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
     x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
+    a = sub.add_parser('app', help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
+    a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
+    a.add_argument('--host', default='127.0.0.1', help='address to serve on (default: this machine only)')
+    a.add_argument('--port', type=int, default=7860)
+    a.add_argument('--max-pixels', type=int, default=50_000_000, help='larger uploads are refused with a message')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
-    e.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
+    e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
     e.add_argument('--out', default='evaluation', help='output folder')
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
@@ -399,7 +478,7 @@ def main(argv=None):
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
     if cmd == 'train' and relaunch(args, argv): return
-    try: dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=export_generator)[cmd](**args)
+    try: dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=export_generator, app=app)[cmd](**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except Interrupted as e:   # Ctrl-C: one line, and the shell's exit code for SIGINT
         hint = f"; resume with: {resume_command(argv, e.resume)}" if e.resume else ''

@@ -4,7 +4,7 @@
 
 # %% ../nbs/07_cyclegan.ipynb #40a4443d
 from __future__ import annotations
-import random
+import random, warnings
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -13,7 +13,8 @@ from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, gan_learner
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, gan_learner, \
+    _predicting, to_multiple, from_multiple, check_image_range
 from .distributed import unwrap
 
 # %% auto #0
@@ -52,6 +53,11 @@ class CycleGANModel(nn.Module):
         super().__init__()
         self.g_a, self.g_b, self.identity, self.direction = g_a, g_b, identity, direction
 
+    @property
+    def multiple(self):
+        "What the sides of an image to translate in `direction` must divide by"
+        return getattr(self.g_a if self.direction == 'AtoB' else self.g_b, 'multiple', 1)
+
     def forward(self, real_A, real_B=None):
         if real_B is None:
             if self.direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', got {self.direction!r}")
@@ -77,6 +83,7 @@ class CycleGANTrainer(AdversarialTrainer):
     "CycleGAN: the Learner's update trains G_A and G_B on `generator_loss`, then `on_batch_end` trains D_A and D_B on pooled fakes"
     d_names = ('d_a', 'd_b')
     g_cols, d_cols = ('g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b'), ('d_a', 'd_b')
+    raw_preds = False   # `get_preds`: the model's six training outputs instead of the translations
     def __init__(self, d_a:nn.Module|None=None, # D_A, judges B images; `None` builds an instance-norm `PatchDiscriminator`
                  d_b:nn.Module|None=None,  # D_B, judges A images
                  gan_mode:str='lsgan',     # the reference's default; 'vanilla', 'hinge' or 'wgangp' (without penalty) too
@@ -98,17 +105,39 @@ class CycleGANTrainer(AdversarialTrainer):
             raise ValueError("CycleGANTrainer trains the generators on its own loss: build the Learner with "
                              "`loss_func=trainer.generator_loss` (`cyclegan_learner` does)")
         unwrap(self.learn.model).identity = self.lambda_idt > 0
+        self._range_checked = False
+        for cb in self.learn.cbs:
+            if type(cb).__name__ == 'TensorBoardCallback' and getattr(cb, 'trace_model', False):
+                # fastai traces `model(*xb)` with `add_graph(model, *xb)`, which takes real_B for its `verbose` flag
+                warnings.warn("TensorBoardCallback cannot trace CycleGAN's model of two inputs: trace_model switched off")
+                cb.trace_model = False
         super().on_train_begin(**kwargs)
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Check the batch, build missing discriminators and freeze them; the reals are the loss's targets"
+        "Check the batch (and, once a fit, its range), build missing discriminators and freeze them; the reals are the loss's targets"
+        self._size = None
+        if not train and _predicting(self.learn) and not self.raw_preds: return self._predict_begin(last_input, **kwargs)
         _check_batch(last_input, self.lambda_idt)
         real_A, real_B = last_input
+        if train and not self._range_checked:
+            self._range_checked = True
+            check_image_range(unwrap(self.learn.model).g_a, real_A, real_B, what='images of domains A and B')
         self.setup_discriminators({'d_a': real_B.shape[1], 'd_b': real_A.shape[1]})
         self.d_requires_grad(False)
         if not train: self._d_keep = norm_stats(*self._frozen_ds())   # validation leaves D's statistics alone
         new = super().on_batch_begin(last_input, last_target, train, **kwargs) or {}
         return {**new, 'last_target': new.get('last_input', last_input)}
+
+    def _predict_begin(self, last_input, **kwargs):
+        "`get_preds` and `predict`: the model sees the input of its `direction` alone and translates it; no target, no loss"
+        xs, self._d_keep = (last_input if isinstance(last_input, (tuple, list)) else (last_input,)), None
+        model = unwrap(self.learn.model)
+        x, self._size = to_multiple(xs[0] if len(xs) == 1 or model.direction == 'AtoB' else xs[1], model.multiple)   # any size
+        return {'last_input': x, 'last_target': (), **(super().on_batch_begin(x, (), False, **kwargs) or {})}
+
+    def on_loss_begin(self, last_output, **kwargs):
+        "In `get_preds`: a translation made at another size goes back to its input's size"
+        if self._size is not None: return {'last_output': from_multiple(last_output, self._size)}
 
     def generator_loss(self, out, real_A, real_B):
         "The generators' loss, the Learner's `loss_func`: GAN terms through the frozen discriminators, cycle and identity terms"
@@ -131,7 +160,10 @@ class CycleGANTrainer(AdversarialTrainer):
     def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
         "Then D: D_A on real B against pooled fake B, D_B on real A against pooled fake A, one `d_opt` step for both"
         self._leave_contexts()
-        if not train: return restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), self._d_keep)
+        if not train:
+            keep, self._d_keep = self._d_keep, None   # `None` in `get_preds`: nothing ran through D
+            if keep is not None: restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), keep)
+            return
         (real_A, real_B), (fake_B, _, fake_A, *_) = last_input, last_output
         self.d_requires_grad(True); self.d_opt.zero_grad()
         with self.autocast():

@@ -18,10 +18,12 @@ import skimage.data
 from skimage.feature import canny
 
 # %% auto #0
-__all__ = ['image_modes', 'sample_photos', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'open_image',
-           'ImageHalf', 'PairFile', 'check_sizes', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',
-           'Pix2pixDL', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL', 'UnpairedDataLoaders',
-           'sample_regions', 'make_pair', 'gan_callbacks_home', 'sample_pairs', 'sample_mapping', 'sample_unpaired']
+__all__ = ['image_modes', 'sample_photos', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type',
+           'open_image', 'ImageHalf', 'PairFile', 'check_sizes', 'ResizeCropFlip', 'get_pairs', 'check_images',
+           'ToImage', 'Pix2pixDL', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
+           'UnpairedDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home', 'sample_pairs', 'sample_mapping',
+           'sample_unpaired', 'is_deep', 'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'DeepFile',
+           'DeepResizeCropFlip', 'deep_files', 'is_deep_folder', 'bit_depth', 'deep_dataloaders']
 
 # %% ../nbs/03_data.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -212,6 +214,17 @@ class Pix2pixDataLoaders(DataLoaders):
         return type(self)(*loaders, path=self.path, device=self.device, in_ch=self.in_ch, out_ch=self.out_ch,
                           load_size=self.load_size, crop_size=self.crop_size)
 
+    def test_dl(self, test_items, rm_type_tfms=None, with_labels:bool=False, aligned:bool=False, **kwargs):
+        "Images (files, `str`s or PIL images) to translate, each whole and at its own size; `aligned`: the input half of A|B files"
+        if with_labels or rm_type_tfms is not None: return super().test_dl(test_items, rm_type_tfms, with_labels, **kwargs)
+        ds, keep = self.valid_ds, lambda fs: [f for f in fs if not isinstance(f, ResizeCropFlip)]   # no crop: the whole image
+        tls = [tl._new(test_items, split_idx=1) for tl in ds.tls[:ds.n_inp]]
+        for tl in tls:
+            fs = keep(tl.tfms.fs)
+            if not (aligned and isinstance(fs[0], (ImageHalf, PairFile))): fs[0] = ImageFile(getattr(fs[0], 'mode', 'RGB'))
+            tl.tfms.fs = fs
+        return self.valid.new(Datasets(tls=tls, n_inp=ds.n_inp), after_item=keep(self.valid.after_item.fs), **kwargs)
+
     @classmethod
     def from_folder(cls, path, layout='aligned', direction='AtoB', load_size=286, crop_size=256, bs=1, train='train',
                     valid='val', valid_pct=None, seed=None, in_ch=3, out_ch=3, num_downs=None, num_workers=0,
@@ -235,28 +248,45 @@ class Pix2pixDataLoaders(DataLoaders):
 
 # %% ../nbs/03_data.ipynb #03f0ad6f
 class ImageFile(Transform):
-    "Read an image file in PIL `mode`"
+    "Read an image file (a `Path` or `str`) in PIL `mode`; a PIL image is converted to `mode`"
     _retain = False
     def __init__(self, mode='RGB'): super().__init__(); store_attr()
-    def encodes(self, fn): return open_image(fn, self.mode)
+    def encodes(self, fn): return fn.convert(self.mode) if isinstance(fn, Image.Image) else open_image(fn, self.mode)
     __repr__ = basic_repr('mode')
 
 # %% ../nbs/03_data.ipynb #b4bcd883
 class UnpairedDL(Pix2pixDL):
     "Loader of (A, B) items from two domains: each A with a random B when shuffling (from `rng`), else B `i % len(B)`"
     def get_idxs(self):
-        n_b = len(self.dataset.tls[1])
-        return [(i, self.rng.randrange(n_b) if self.shuffle else i % n_b) for i in super().get_idxs()]
+        idxs, n_b = super().get_idxs(), len(self.dataset.tls[1])
+        # unshuffled: plain indices (as fastai's `get_preds` expects, to put predictions back in order), B `i % len(B)`
+        return [(i, self.rng.randrange(n_b)) for i in idxs] if self.shuffle else idxs
 
     def create_item(self, s):
         a,b = self.dataset.tls
-        i,j = s if isinstance(s, tuple) else (s or 0, 0)  # a plain index: fastai's first pass, or show_batch(unique=True)
+        i,j = s if isinstance(s, tuple) else (s or 0, (s or 0) % len(b))   # a plain index (`None` in fastai's first pass)
         return a[i],b[j]
 
     def _pre_show_batch(self, b, max_n=9):
         "Show A and B side by side, as fastai shows an input and its target"
         x,y,its = super()._pre_show_batch(b, max_n)
         return (*x, its) if y is None else (x, y, its)
+
+    def show_results(self, b, out, max_n=9, ctxs=None, show=True, direction='AtoB', figsize=None, **kwargs):
+        "Rows of input | its translation `out` | an image of the other domain (unpaired: not a target); `out` may be the model's training outputs"
+        if direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', got {direction!r}")
+        i = 'AtoB BtoA'.split().index(direction)
+        if is_listy(out): out = out[2*i]   # (fake_B, rec_A, fake_A, ...): this direction's fake
+        real = tuple(b[:2])
+        fake = (real[0], out) if i == 0 else (out, real[1])   # in domain order, to decode each image as its domain
+        rows = [(r[i], f[1-i], r[1-i]) for r, f in zip(self.decode_batch(real, max_n), self.decode_batch(fake, max_n))]
+        x, y = self.decode(real)[i], self.decode(real)[1-i]
+        if not show: return x, y, L((r[0], r[2]) for r in rows), L((r[1],) for r in rows)
+        titles = ('A', 'G_A(A)', 'B (unpaired)') if i == 0 else ('B', 'G_B(B)', 'A (unpaired)')
+        if ctxs is None: ctxs = get_grid(3*len(rows), ncols=3, figsize=figsize or (7, 2.4*len(rows)))
+        for j, (row, c) in enumerate(zip(rows, chunked(ctxs, 3))):
+            for im, ctx, t in zip(row, c, titles): im.show(ctx=ctx, title=t if j == 0 else None, **kwargs)
+        return ctxs
 
 # %% ../nbs/03_data.ipynb #778bdae3
 def _domain(trn, val, ch, load_size, crop_size):
@@ -433,3 +463,149 @@ def sample_unpaired(path=None, n_train=400, n_test=40, size=128, seed=42, force=
         custom = (n_train, n_test, seed)!=(400, 40, 42)
         path = gan_callbacks_home()/(f'sample_unpaired_{size}' + (f'_{n_train}_{n_test}_{seed}' if custom else ''))
     return _cached_sample(path, info, _write_unpaired, force)
+
+# %% ../nbs/03_data.ipynb #18f7e923
+import struct, zlib
+array_suffixes = ('.npy', '.tif', '.tiff')
+
+def _png_header(fn):
+    "(bit depth, colour type) of PNG file `fn`, or `None` if it is no PNG"
+    with open(fn, 'rb') as f: head = f.read(26)
+    return (head[24], head[25]) if head[:8] == b'\x89PNG\r\n\x1a\n' and len(head) == 26 else None
+
+def is_deep(fn):
+    "Whether image file `fn` needs `read_image` (16 bits, an array, a TIFF) rather than an 8-bit PIL image"
+    fn = Path(fn)
+    if fn.suffix.lower() in array_suffixes: return True
+    h = _png_header(fn) if fn.suffix.lower() == '.png' else None
+    return h is not None and h[0] == 16
+
+def _scale(a, fn):
+    "The value of full intensity for array `a`'s dtype: 255, 65535, or 1 for floats (taken to be in [0, 1])"
+    if a.dtype == np.uint8: return 255
+    if a.dtype == np.uint16: return 65535
+    if a.dtype.kind == 'f': return 1.
+    raise OSError(f"{fn}: pixel type {a.dtype} (expected uint8, uint16 or floats in [0, 1])")
+
+def read_array(fn):
+    "The pixels of image file `fn` (PNG of 16 bits, TIFF or `.npy` of any channel count) as an (H, W, C) array, values kept"
+    fn = Path(fn)
+    try:
+        if fn.suffix.lower() == '.npy': a = np.load(fn, allow_pickle=False)
+        elif fn.suffix.lower() in ('.tif', '.tiff'):
+            import tifffile
+            a = tifffile.imread(fn)
+        else:
+            if (_png_header(fn) or (0, 0))[1] in (2, 6): raise OSError("a 16-bit colour PNG, which Pillow reads as 8 bits: save it as a 16-bit TIFF")
+            with Image.open(fn) as im: a = np.asarray(im).astype(np.uint16)
+    except (OSError, ValueError) as e: raise OSError(f"Cannot read image {fn}: {e}") from None
+    if a.ndim == 2: a = a[..., None]
+    if a.ndim != 3: raise OSError(f"Cannot read image {fn}: {a.ndim} dimensions, expected (H, W) or (H, W, C)")
+    return a
+
+def read_image(fn, ch:int|None=None):
+    "Image file `fn` as a (C, H, W) float tensor in [-1, 1] (`ch` channels: a gray image is repeated), and its pixels' dtype"
+    a = read_array(fn)
+    if ch is not None and a.shape[-1] != ch:
+        if a.shape[-1] != 1: raise OSError(f"{fn} has {a.shape[-1]} channels, expected {ch}")
+        a = np.repeat(a, ch, -1)
+    t = torch.from_numpy(np.ascontiguousarray(a).astype(np.float32)).permute(2, 0, 1) / _scale(a, fn)
+    return t * 2 - 1, a.dtype
+
+def _write_png16(fn, a):
+    "Write (H, W, C) uint16 array `a` (C = 1 to 4) as a 16-bit PNG"
+    h, w, c = a.shape
+    rows = np.concatenate([np.zeros((h, 1), np.uint8), a.astype('>u2').reshape(h, -1).view(np.uint8)], 1)
+    def chunk(kind, data): return struct.pack('>I', len(data)) + kind + data + struct.pack('>I', zlib.crc32(kind + data) & 0xffffffff)
+    Path(fn).write_bytes(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 16, {1: 0, 2: 4, 3: 2, 4: 6}[c], 0, 0, 0))
+                         + chunk(b'IDAT', zlib.compress(rows.tobytes(), 6)) + chunk(b'IEND', b''))
+
+def write_image(fn, t:torch.Tensor, dtype=np.uint8):
+    "Write (C, H, W) tensor `t` in [-1, 1] to `fn` as pixels of `dtype` (uint8, uint16 or float32 in [0, 1]): PNG, TIFF or `.npy` by suffix"
+    fn, dtype = Path(fn), np.dtype(dtype)
+    x = ((t.detach().float().cpu().clamp(-1, 1) + 1) / 2).permute(1, 2, 0).numpy()
+    a = x.astype(np.float32) if dtype.kind == 'f' else np.round(x * _scale(np.zeros(0, dtype), fn)).astype(dtype)
+    suffix = fn.suffix.lower()
+    if suffix == '.npy': np.save(fn, a[..., 0] if a.shape[-1] == 1 else a)
+    elif suffix in ('.tif', '.tiff'):
+        import tifffile
+        tifffile.imwrite(fn, a[..., 0] if a.shape[-1] == 1 else a)
+    elif a.shape[-1] > 4: raise OSError(f"{fn}: {a.shape[-1]} channels do not fit in a PNG: write a .tif or .npy")
+    elif dtype == np.uint16: _write_png16(fn, a)
+    else: Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a, image_modes.get(a.shape[-1])).save(fn)
+    return fn
+
+# %% ../nbs/03_data.ipynb #744c4a47
+import torch.nn.functional as F
+class TensorImageDeep(TensorImage):
+    "A float image in [-1, 1] of any channel count, shown by its first three channels (or its first)"
+    def show(self, ctx=None, **kwargs):
+        t = self[:3] if self.shape[0] >= 3 else self[:1]
+        t = ((t.float() + 1) / 2).clamp(0, 1).as_subclass(torch.Tensor)
+        return show_image(t, ctx=ctx, **({'cmap': 'gray', **kwargs} if t.shape[0] == 1 else kwargs))
+
+class DeepFile(ItemTransform):
+    "Image `i` of an item, read by `read_image`: the left/right half of an A|B file (`aligned`) or file `i` of an (A, B) pair"
+    _retain = False
+    def __init__(self, i=0, aligned=True): store_attr()
+    def encodes(self, o):
+        if not self.aligned: return TensorImageDeep(read_image(o[self.i])[0])
+        t = read_image(o)[0]
+        w = t.shape[-1]
+        return TensorImageDeep(t[..., self.i*w//2:(self.i+1)*w//2])
+    __repr__ = basic_repr('i,aligned')
+
+class DeepResizeCropFlip(ResizeCropFlip):
+    "`ResizeCropFlip` for float tensors of any channel count (bicubic, antialiased, values kept in [-1, 1])"
+    def encodes(self, x:TensorImageDeep):
+        def resize(t, s): return F.interpolate(t[None].float(), size=(s, s), mode='bicubic', antialias=True)[0].clamp(-1, 1)
+        if not self.train: return TensorImageDeep(resize(x, self.crop_size))
+        x = resize(x, self.load_size)[:, self.top:self.top+self.crop_size, self.left:self.left+self.crop_size]
+        return TensorImageDeep(x.flip(-1) if self.flip else x)
+
+def deep_files(folder):
+    "Sorted files directly in `folder` that `read_image` reads as deep images (16-bit PNGs, TIFFs, `.npy`)"
+    folder = Path(folder)
+    if not folder.is_dir(): raise FileNotFoundError(f"Folder not found: {folder}")
+    fns = sorted(f for f in folder.iterdir() if f.is_file() and f.suffix.lower() in ('.png', *array_suffixes) and is_deep(f))
+    if not fns: raise ValueError(f"No 16-bit PNG, TIFF or .npy files in {folder}")
+    return fns
+
+def is_deep_folder(path, train='train', layout='aligned'):
+    "Whether the first image of `path/train` (`train/A` with `layout='separate'`) is a deep image"
+    folder = Path(path)/train/('A' if layout == 'separate' else '')
+    first = next((f for f in sorted(folder.iterdir()) if f.is_file()), None) if folder.is_dir() else None
+    return first is not None and is_deep(first)
+
+def bit_depth(fn):
+    "Bits per value of image file `fn`: 8, 16, or 32 for float arrays"
+    if not is_deep(fn): return 8
+    kind = read_array(fn).dtype
+    return 32 if kind.kind == 'f' else 8 * kind.itemsize
+
+def deep_dataloaders(path, layout='aligned', direction='AtoB', load_size=286, crop_size=256, bs=1, train='train', valid='val',
+                     valid_pct=0.2, seed=None, num_downs=None, num_workers=0, device=None, **kwargs):
+    "`Pix2pixDataLoaders` of 16-bit or many-channel pairs from `path/train` and `path/valid`; `in_ch` and `out_ch` read from the first pair"
+    path = Path(path)
+    if layout not in ('aligned', 'separate'): raise ValueError(f"layout must be 'aligned' or 'separate', not {layout!r}")
+    check_sizes(load_size, crop_size, num_downs)
+    def pairs(folder):
+        if layout == 'aligned': return deep_files(folder)
+        a, b = (_by_stem(deep_files(folder/o)) for o in 'AB')
+        if a.keys() != b.keys(): raise ValueError(f"Unmatched images in {folder/'A'} and {folder/'B'}: {_list(sorted(a.keys() ^ b.keys()))}")
+        return [(a[s], b[s]) for s in sorted(a)]
+    trn = pairs(path/train)
+    val = pairs(path/valid) if valid is not None and (path/valid).is_dir() else []
+    i, j = (0, 1) if direction == 'AtoB' else (1, 0)
+    ch = [DeepFile(k, layout == 'aligned')(trn[0]).shape[0] for k in (i, j)]
+    for o in trn + val:
+        for k, c in zip((i, j), ch):
+            if (n := DeepFile(k, layout == 'aligned')(o).shape[0]) != c: raise ValueError(f"{o}: {n} channels, but {trn[0]} has {c}")
+    splitter = IndexSplitter(list(range(len(trn), len(trn) + len(val)))) if val else RandomSplitter(valid_pct, seed=seed)
+    dblock = DataBlock(blocks=(TransformBlock, TransformBlock), n_inp=1, dl_type=Pix2pixDL, splitter=splitter,
+                       getters=[DeepFile(i, layout == 'aligned'), DeepFile(j, layout == 'aligned')],
+                       item_tfms=DeepResizeCropFlip(load_size, crop_size))
+    device = torch.device(ifnone(device, default_device()))
+    dls = dblock.dataloaders(trn + val, path=path, bs=bs, num_workers=num_workers, device=device, **kwargs)
+    if not len(dls.train): raise ValueError(f"No training batch: {len(dls.train_ds)} training pairs for bs={bs}")
+    return Pix2pixDataLoaders(*dls.loaders, path=path, device=device, in_ch=ch[0], out_ch=ch[1], load_size=load_size, crop_size=crop_size)

@@ -21,7 +21,8 @@ from .distributed import is_distributed, average_grads, share_module, Distribute
 from .progress import sync_free_bar
 
 # %% auto #0
-__all__ = ['paper_test_mode', 'NonFiniteError', 'AdversarialTrainer', 'find_trainer']
+__all__ = ['paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range', 'NonFiniteError',
+           'AdversarialTrainer', 'find_trainer', 'direct_trackers', 'AdversarialLearner']
 
 # %% ../nbs/04a_gan.ipynb #97da04ba
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -96,6 +97,39 @@ def paper_test_mode(model):
     finally:
         for m in bns: m.track_running_stats = True
         for m, t in modes: m.train(t)
+
+# %% ../nbs/04a_gan.ipynb #8ab34db9
+import torch.nn.functional as F
+
+def _predicting(learn): return hasattr(learn, 'gather_preds')   # inside `get_preds` (and so `predict`)
+
+def to_multiple(x, multiple:int):
+    "Batch `x` resized (bicubic) to the nearest sides that divide by `multiple`, and its size before (`None` when it fits as it is)"
+    size = [max(multiple, round(s / multiple) * multiple) for s in x.shape[-2:]]
+    if size == list(x.shape[-2:]): return x, None
+    return F.interpolate(x, size=size, mode='bicubic', align_corners=False), tuple(x.shape[-2:])
+
+def from_multiple(y, size):
+    "Translation `y` back at `size`, what `to_multiple` returned"
+    return y if size is None else F.interpolate(y, size=size, mode='bicubic', align_corners=False)
+
+def output_range(G:nn.Module):
+    "The range of `G`'s images: (-1, 1) when its last layer is a tanh, else `None` (unknown)"
+    last = [m for m in G.modules() if not list(m.children())]
+    return (-1., 1.) if last and isinstance(last[-1], nn.Tanh) else None
+
+def check_image_range(G:nn.Module, *images, what='targets'):
+    "Fail when `images` (what `G` must produce) go well outside `G`'s range; warn when they look like [0, 1] images for a tanh (one host read)"
+    rng = output_range(G)
+    if rng is None or not images: return
+    lo, hi = torch.stack([torch.stack(t.detach().float().aminmax()) for t in images]).T.tolist()
+    lo, hi, fix = min(lo), max(hi), ("scale them to [-1, 1]: e.g. `batch_tfms=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)]` "
+                                     "(fastai's `ImageBlock` alone gives [0, 1]; `Pix2pixDataLoaders` and `UnpairedDataLoaders` do it)")
+    margin = (rng[1] - rng[0]) / 4   # room for augmentation noise; ImageNet statistics or 0-255 pixels go further
+    if lo < rng[0] - margin or hi > rng[1] + margin:
+        raise ValueError(f"The {what} range from {lo:.3g} to {hi:.3g}, outside the generator's tanh range [-1, 1], which it can never reach: {fix}")
+    if lo >= 0: warnings.warn(f"The {what} of the first batch are all in [0, {hi:.3g}], the generator's tanh gives [-1, 1]: "
+                              f"if they are [0, 1] images, {fix}", stacklevel=2)
 
 # %% ../nbs/04a_gan.ipynb #b853a9fe
 class NonFiniteError(FloatingPointError):
@@ -182,12 +216,18 @@ class AdversarialTrainer(StateDictCallback):
             if D is not None: D.to(self.device).train()
         for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
         if not any(m in learn.metrics for m in self._metrics): learn.metrics = L(learn.metrics) + self._metrics
+        self._direct_trackers()
         self._lr_find_state = self._snapshot() if hasattr(learn, 'lr_finder') else None
         if not in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
         if not self._warned_opt and (msg := _default_opt_warning(self)):
             warnings.warn(msg, stacklevel=2); self._warned_opt = True
         self.hist, self._avg, self._n = [], None, 0
         self.n_skipped, self._row = 0, 0   # skipped iterations: in this fit, and in a row
+
+    def _direct_trackers(self):
+        "The trainer's columns are losses: lower is better; so are metrics that say `lower_is_better`"
+        lower = {getattr(m, 'name', None): m.lower_is_better for m in self.learn.metrics if hasattr(m, 'lower_is_better')}
+        direct_trackers(self.learn, {**lower, **{c: True for c in self.cols}})
 
     def autocast(self):
         "The autocast context of this fit's precision, on the Learner's device type"
@@ -350,9 +390,92 @@ def find_trainer(learn) -> AdversarialTrainer|None:
     "The GAN trainer among `learn`'s callbacks (the first `AdversarialTrainer`), or `None`"
     return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
 
+# %% ../nbs/04a_gan.ipynb #fa290a11
+import numpy as np
+from torch.serialization import DEFAULT_PROTOCOL
+from fastcore.basics import PrettyString
+from fastcore.xtras import join_path_file
+from fastai.torch_core import rank_distrib, distrib_barrier
+from fastai.callback.tracker import TrackerCallback
+import fastai.callback.hook   # `Learner.summary`
+from .distributed import unwrap
+
+def direct_trackers(learn, lower:dict):
+    "Tell `learn`'s fastai trackers (`SaveModelCallback`, `EarlyStoppingCallback`, ...) which way the columns of `lower` improve (`True`: lower is better)"
+    # fastai guesses from the name alone ('loss' or 'error': lower is better), so `g_l1` or `d_fake` would read as scores
+    for cb in learn.cbs:
+        if not isinstance(cb, TrackerCallback) or cb.monitor not in lower: continue
+        comp = np.less if lower[cb.monitor] else np.greater
+        if cb.comp is not comp: cb.comp, cb.min_delta = comp, -cb.min_delta   # fastai keeps `min_delta` negative for `np.less`
+
+class AdversarialLearner(Learner):
+    "A `Learner` whose everyday tools know its GAN trainer: `save`/`load` keep the discriminators, `summary` shows them, `predict` and `show_results` translate"
+    def save(self, file, with_opt=True, pickle_protocol=DEFAULT_PROTOCOL):
+        "fastai's `save`, with the discriminators; with `with_opt`, also their optimizer and the trainer's state (smoothed losses, pools, ...)"
+        t = find_trainer(self)
+        if t is None: return super().save(file, with_opt, pickle_protocol)
+        if rank_distrib(): return   # the other processes hold the same state
+        file = join_path_file(file, self.path/self.model_dir, ext='.pth')
+        sd = t.state_dict()
+        state = dict(model=unwrap(self.model).state_dict(), gan=sd if with_opt else {k: sd[k] for k in ('discriminators', 'd_in_ch')})
+        if with_opt and self.opt is not None: state['opt'] = self.opt.state_dict()
+        torch.save(state, file, pickle_protocol=pickle_protocol)
+        return file
+
+    def load(self, file, device=None, with_opt=True, strict=True, **kwargs):
+        "fastai's `load`; a file `save` wrote brings back the discriminators too (`with_opt`: their optimizer and the trainer's state)"
+        t = find_trainer(self)
+        if t is None: return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
+        fn = join_path_file(file, self.path/self.model_dir, ext='.pth')
+        if device is None and hasattr(self.dls, 'device'): device = self.dls.device
+        distrib_barrier()
+        with torch.serialization.safe_globals([L]): state = torch.load(fn, map_location=device, weights_only=True)   # fastai's optimizers keep `L`s
+        if not (isinstance(state, dict) and 'gan' in state):
+            warnings.warn(f"{fn} holds no discriminators (saved by fastai's `save`, or before they were kept): loading the generator only")
+            return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
+        if self.opt is None: self.create_opt()
+        unwrap(self.model).load_state_dict(state['model'], strict=strict)
+        if with_opt and 'opt' in state: self.opt.load_state_dict(state['opt'])
+        gan = state['gan']
+        if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
+        else:
+            for k, D in t.setup_discriminators(gan['d_in_ch']).items():
+                if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
+        return self
+
+    def summary(self):
+        "fastai's summary of the Learner's model, then the discriminators' layers and parameters"
+        res, t = super().summary(), find_trainer(self)
+        for k, D in (t.discriminators if t is not None else {}).items():
+            res += f"\n\n{k} ({type(t).__name__}): " + ("built at the first batch, for the data's channels" if D is None else _layers(D))
+        return PrettyString(res)
+
+    def predict(self, item, rm_type_tfms=None, with_input=False):
+        "Translate one image (`Path`, `str` or PIL image, whole, at its size) in the model's `direction`: (decoded, translation, translation)"
+        if getattr(self.dls, 'n_inp', 1) < 2: return super().predict(item, rm_type_tfms, with_input)
+        dl = self.dls.test_dl([item], rm_type_tfms=rm_type_tfms, num_workers=0)
+        inp, preds, _, dec_preds = self.get_preds(dl=dl, with_input=True, with_decoded=True)
+        i = int(getattr(unwrap(self.model), 'direction', 'AtoB') == 'BtoA')
+        dec = self.dls.decode_batch((inp, dec_preds) if i == 0 else (dec_preds, inp))[0]   # in domain order: each decoded as its domain
+        res = dec[1-i], dec_preds[0], preds[0]
+        return (dec[i],) + res if with_input else res
+
+    def show_results(self, ds_idx=1, dl=None, max_n=9, shuffle=True, **kwargs):
+        "fastai's; for unpaired data, titled rows of input | translation | other domain in the model's `direction`"
+        if getattr(self.dls, 'n_inp', 1) > 1: kwargs.setdefault('direction', getattr(unwrap(self.model), 'direction', 'AtoB'))
+        return super().show_results(ds_idx, dl, max_n, shuffle, **kwargs)
+
+def _layers(m):
+    "A table of the layers of `m` with parameters, and their total"
+    rows = [(type(o).__name__, sum(p.numel() for p in o.parameters(recurse=False))) for o in m.modules()]
+    rows = [r for r in rows if r[1]]
+    return (f"{type(m).__name__}\n" + '\n'.join(f"{n:<20} {p:<10,}" for n, p in rows) +
+            f"\nTotal params: {sum(p.numel() for p in m.parameters()):,}")
+
+
 # %% ../nbs/04a_gan.ipynb #99b35ca0
 def gan_learner(dls, model, trainer, cbs=None, **kwargs):
     "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"
     cbs = L(cbs) + trainer
     if not any(isinstance(cb, DistributedGAN) for cb in cbs): cbs += DistributedGAN()
-    return sync_free_bar(Learner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch
+    return sync_free_bar(AdversarialLearner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch

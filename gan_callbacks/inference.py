@@ -4,17 +4,21 @@
 
 # %% ../nbs/05a_inference.ipynb #48aa8353
 from __future__ import annotations
+import math
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 import torch
 from torch import nn
+import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner
-from .data import image_modes
+from .data import image_modes, is_deep, read_image, write_image
 from .gan import paper_test_mode, find_trainer
 
 # %% auto #0
-__all__ = ['preprocesses', 'test_modes', 'to_pil', 'from_pil', 'reference_resize', 'eval_mode', 'run_generator',
-           'generator_settings', 'generator', 'translate_image', 'translate_batch']
+__all__ = ['preprocesses', 'test_modes', 'translate_preprocesses', 'to_pil', 'from_pil', 'reference_resize', 'eval_mode',
+           'run_generator', 'generator_settings', 'pad_to_multiple', 'tile_starts', 'blend_ramp', 'run_padded',
+           'run_tiled', 'generator', 'translate_image', 'translate_file', 'translate_batch']
 
 # %% ../nbs/05a_inference.ipynb #02f27398
 def to_pil(t):
@@ -28,7 +32,7 @@ def from_pil(im, ch=3):
     return (t.view(im.size[1], im.size[0], ch).permute(2, 0, 1).float() / 127.5 - 1)
 
 # %% ../nbs/05a_inference.ipynb #0fdf4008
-image_exts = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp')   # the files read as images from a folder
+image_exts = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp', '.npy')   # the files read as images from a folder
 
 # %% ../nbs/05a_inference.ipynb #4fadd642
 def round_to(n, multiple):
@@ -74,6 +78,67 @@ def generator_settings(o, test_mode:str='paper', size:int|None=256):
     in_ch = getattr(o, 'in_ch', None) or getattr(conv, 'in_channels', 3)
     return dict(in_ch=in_ch, multiple=getattr(o, 'multiple', 1), size=size, test_mode=test_mode)
 
+# %% ../nbs/05a_inference.ipynb #737eb516
+def _round_up(n, m): return -(-n // m) * m
+
+def pad_to_multiple(x:torch.Tensor, multiple:int, mode:str='reflect'):
+    "`x` (..., H, W) padded at the bottom and right to sides that are multiples of `multiple` (by reflection while it can, else repeating the edge)"
+    h, w = x.shape[-2:]
+    ph, pw = _round_up(h, multiple) - h, _round_up(w, multiple) - w
+    if not (ph or pw): return x
+    if mode == 'reflect' and (ph >= h or pw >= w): mode = 'replicate'   # reflection needs a side longer than the padding
+    return F.pad(x, (0, pw, 0, ph), mode=mode)
+
+def tile_starts(n:int, tile:int, overlap:int):
+    "Where tiles of `tile` pixels start along a side of `n` pixels, each overlapping the next by at least `overlap`"
+    if n <= tile: return [0]
+    return list(range(0, n - tile, tile - overlap)) + [n - tile]
+
+def blend_ramp(overlap:int):
+    "The weights of a tile's first `overlap` pixels at a side shared with another tile: 0 over the outer quarter, a half cosine up to 1"
+    m = overlap // 4
+    i = torch.arange(overlap, dtype=torch.float64)
+    r = 0.5 - 0.5 * torch.cos(math.pi * (i - m + 0.5) / max(overlap - 2 * m, 1))
+    return torch.where(i < m, 0., torch.where(i >= overlap - m, 1., r)).float()
+
+def _weights1d(start, tile, n, overlap):
+    w = torch.ones(tile)
+    if overlap:
+        r = blend_ramp(overlap)
+        if start > 0: w[:overlap] = r
+        if start + tile < n: w[-overlap:] = r.flip(0)
+    return w
+
+@torch.no_grad()
+def run_padded(G:nn.Module, x:torch.Tensor, test_mode:str='eval', multiple:int|None=None):
+    "`G` on image batch `x` (N, C, H, W) at its own size: padded by reflection to `G`'s side multiple, the output cropped back to H x W"
+    h, w = x.shape[-2:]
+    m = multiple or generator_settings(G)['multiple']
+    dev = next(G.parameters()).device
+    return run_generator(G, pad_to_multiple(x, m).to(dev), test_mode)[..., :h, :w]
+
+@torch.no_grad()
+def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mode:str='eval', bs:int=4, multiple:int|None=None):
+    "`G` on image `x` (C, H, W) of any size, `bs` tiles of `tile` pixels at a time, overlaps of `overlap` blended: a (C', H, W) float tensor on the CPU"
+    m = multiple or generator_settings(G)['multiple']
+    tile = max(m, tile // m * m)                       # tiles the network takes
+    overlap = min(max(overlap, 0), tile // 2)
+    h, w = x.shape[-2:]
+    th, tw = min(tile, _round_up(h, m)), min(tile, _round_up(w, m))
+    x = pad_to_multiple(x, m) if h < th or w < tw else x   # a side shorter than a tile: one tile, padded
+    H, W = x.shape[-2:]
+    boxes = [(a, b) for a in tile_starts(H, th, overlap) for b in tile_starts(W, tw, overlap)]
+    dev, out, norm = next(G.parameters()).device, None, torch.zeros(H, W)
+    for i in range(0, len(boxes), bs):
+        batch = boxes[i:i+bs]
+        y = run_generator(G, torch.stack([x[:, a:a+th, b:b+tw] for a, b in batch]).to(dev), test_mode).float().cpu()
+        if out is None: out = torch.zeros(y.shape[1], H, W)
+        for (a, b), t in zip(batch, y):
+            wt = _weights1d(a, th, H, overlap)[:, None] * _weights1d(b, tw, W, overlap)[None]
+            out[:, a:a+th, b:b+tw] += t * wt
+            norm[a:a+th, b:b+tw] += wt
+    return out.div_(norm)[:, :h, :w]
+
 # %% ../nbs/05a_inference.ipynb #357c5727
 def generator(learn, direction='AtoB'):
     "The generator of `learn` (a `Learner` or a model) translating in `direction`: CycleGAN's `g_a` (A -> B) or `g_b` (B -> A), else pix2pix's"
@@ -82,17 +147,43 @@ def generator(learn, direction='AtoB'):
     if direction != 'AtoB': raise ValueError("only a CycleGAN has a B -> A generator: a pix2pix model translates A -> B")
     return m
 
+translate_preprocesses = ('pad',) + preprocesses
+
 @torch.no_grad()
-def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='resize', keep_size=True, direction='AtoB'):
-    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`); returns a PIL image, of `im`'s size if `keep_size`"
+def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
+                    tile=None, overlap=64, bs=4):
+    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
+    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     if not isinstance(im, Image.Image):
         with Image.open(im) as f: im = f.copy()
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator(learn, direction)
     s = {**generator_settings(learn), **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
+    mode = test_mode or s['test_mode']
+    if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
+        x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
+        return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
-    y = run_generator(G, x[None].to(next(G.parameters()).device), test_mode or s['test_mode'])[0]
+    y = run_generator(G, x[None].to(next(G.parameters()).device), mode)[0]
     return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
+
+def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
+                   direction='AtoB', tile=None, overlap=64):
+    "Translate image file `fn` with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+    if is_deep(fn):   # 16 bits, TIFF or .npy: values kept, written back in the input's type
+        if aligned or preprocess not in (None, 'pad') or load_size or network_size:
+            raise OSError("16-bit, TIFF and .npy images are translated at their own size (no --aligned, --preprocess, --load-size)")
+        g = generator(G, direction)
+        s = generator_settings(g)
+        x, dtype = read_image(fn, s['in_ch'])
+        mode = test_mode or settings['test_mode']
+        y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
+        return write_image(out_fn, y, dtype)
+    im = translate_image(G, fn, aligned=aligned, size=load_size or settings['size'], test_mode=test_mode or settings['test_mode'],
+                         preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
+    im.save(out_fn)
+    return Path(out_fn)
 
 @torch.no_grad()
 def translate_batch(learn, x, direction='AtoB', bs=16):

@@ -89,6 +89,7 @@ def _pred_targ(learn):
 
 class ImageMetric(Metric):
     "Mean over the validation images of per-image score `func(pred, targ, data_range)`, summed on the device, read once"
+    lower_is_better = False   # PSNR and SSIM: higher is better (fastai's trackers and the trainers read it)
     def __init__(self, func, data_range:float=2., name:str|None=None): store_attr(but='name'); self._name = name or func.__name__
     def reset(self): self.total, self.count = None, 0
     def accumulate(self, learn):
@@ -351,6 +352,6 @@ def baseline_scores(dls) -> dict:
     "Mean L1, PSNR and SSIM on `dls.valid` of predicting the mean training target, and of returning the input"
     mean_img, res = mean_target(dls), {}
     for key, guess in (('mean_image', lambda x, y: mean_img.expand_as(y)), ('input', lambda x, y: x)):
-        per = [image_scores(guess(x, y).float(), y.float()) for x, y in dls.valid if x.shape == y.shape]
+        per = [image_scores(guess(x, y).float(), y.float()) for x, y in dls.valid if key == 'mean_image' or x.shape == y.shape]
         if per: res.update({f'{key}_{k}': float(np.concatenate([p[k] for p in per]).mean()) for k in per[0]})
     return res

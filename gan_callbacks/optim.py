@@ -12,15 +12,20 @@ from fastai.optimizer import OptimWrapper
 from fastai.callback.schedule import ParamScheduler
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'linear_decay_schedule']
+__all__ = ['NumberHypers', 'pix2pix_adam', 'linear_decay_schedule']
 
 # %% ../nbs/04c_optim.ipynb #64c889ef
+class NumberHypers(OptimWrapper):
+    "fastai's `OptimWrapper` whose `hypers` are the numbers only: PyTorch's switches (`foreach=None`, `fused`, ...) are no hyper-parameters, and loggers write each one as a number"
+    @property
+    def hypers(self): return [{k: v for k, v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} for h in super().hypers]
+
 def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
     "The papers' Adam as a fastai optimizer, on PyTorch's fused kernel (falls back to foreach where fused is unsupported)"
     params = list(params)
     kw = dict(lr=lr, betas=(mom, sqr_mom), eps=eps, weight_decay=wd)
-    try: return OptimWrapper(params, torch.optim.Adam, fused=fused, **kw)
-    except (RuntimeError, ValueError): return OptimWrapper(params, torch.optim.Adam, foreach=True, **kw)
+    try: return NumberHypers(params, torch.optim.Adam, fused=fused, **kw)
+    except (RuntimeError, ValueError): return NumberHypers(params, torch.optim.Adam, foreach=True, **kw)
 
 # %% ../nbs/04c_optim.ipynb #61ff522b
 def linear_decay_schedule(lr:float, n_epochs:int, n_epochs_decay:int):

@@ -16,7 +16,9 @@ from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 from .optim import pix2pix_adam, linear_decay_schedule
 from .progress import SyncFreeProgressCallback
-from .gan import AdversarialTrainer, paper_test_mode, NonFiniteError, norm_stats, gan_learner
+from .gan import AdversarialTrainer, paper_test_mode, NonFiniteError, norm_stats, gan_learner, \
+    _predicting, to_multiple, from_multiple, check_image_range
+from .distributed import unwrap
 
 _all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `gan` and `progress`, used with pix2pix
 
@@ -52,15 +54,28 @@ class Pix2pixTrainer(AdversarialTrainer):
         "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
         return self.setup_discriminators({'discriminator': in_ch})['discriminator']
 
+    def on_train_begin(self, **kwargs):
+        "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
+        self._range_checked = False
+        super().on_train_begin(**kwargs)
+
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Check that D takes A and B together, then enter autocast (see `AdversarialTrainer`)"
+        "Check that D takes A and B together (and, once a fit, the targets' range); in `get_preds`, G takes any size; then autocast"
         if train: _check_d_channels(self.discriminator, last_input, last_target)
-        return super().on_batch_begin(last_input, last_target, train, **kwargs)
+        if train and not self._range_checked:
+            self._range_checked = True
+            check_image_range(self.learn.model, last_target)
+        self._size = None
+        if not train and _predicting(self.learn):
+            last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
+        new = super().on_batch_begin(last_input, last_target, train, **kwargs)
+        return new if self._size is None else {'last_input': last_input, **(new or {})}
 
     def on_loss_begin(self, last_output, **kwargs):
-        "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32"
+        "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
         self._leave_autocast()
-        return {'last_output': last_output.float()} if self.amp_dtype else None
+        out = from_multiple(last_output.float() if self.amp_dtype else last_output, self._size)
+        return None if out is last_output else {'last_output': out}
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pix iteration: D update on (A, fake.detach()) and (A, B), then G update through the updated D"

@@ -5,7 +5,8 @@
 # %% ../nbs/04b_progress.ipynb #deccdb0d
 from __future__ import annotations
 import sys
-from fastcore.basics import store_attr, noop
+from fastcore.basics import store_attr
+from fastai.imports import noop   # the `noop` fastai's `no_logging` puts in `learn.logger` (not fastcore's)
 from fastcore.imports import IN_NOTEBOOK
 from fastai.callback.progress import ProgressCallback, master_bar
 

@@ -10,7 +10,7 @@ from PIL import Image, ImageDraw
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.metrics import ValueMetric
-from .gan import paper_test_mode, find_trainer
+from .gan import paper_test_mode, find_trainer, direct_trackers
 from .inference import to_pil, translate_batch
 from .distributed import rank_distrib
 
@@ -118,6 +118,7 @@ class MappingL1(Callback):
     def before_fit(self):
         self.metric = ValueMetric(self.value, 'true_l1')
         self.learn.metrics = [*self.learn.metrics, self.metric]
+        direct_trackers(self.learn, {'true_l1': True})   # an L1: lower is better
     def after_fit(self): self.learn.metrics = [m for m in self.learn.metrics if m is not self.metric]
     def value(self):
         out = translate_batch(self.learn, self.a)

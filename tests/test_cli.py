@@ -182,13 +182,13 @@ def test_translate_reads_a_checkpoint_and_names_a_file_it_cannot_use(trained, tm
 
 
 def test_ctrl_c_in_translate_exits_130(trained, tiny, tmp_path, capsys, monkeypatch):
-    import gan_callbacks.cli as cli
+    import gan_callbacks.inference as inference   # translate's path to each image: translate_file -> translate_image
     calls = []
     def translate_image(*args, **kwargs):
         calls.append(1)
         if len(calls) == 2: raise KeyboardInterrupt
         return Image.new('RGB', (8, 8))
-    monkeypatch.setattr(cli, 'translate_image', translate_image)
+    monkeypatch.setattr(inference, 'translate_image', translate_image)
     assert run(['translate', '--model', trained/'generator.pkl', '--input', tiny/'val', '--output', tmp_path/'t', '--aligned']) == 130
     err = capsys.readouterr().err
     assert err.strip().splitlines() == [f"gan_callbacks translate: interrupted after 1 of 2 image(s), written to {tmp_path/'t'}/"]

@@ -1,0 +1,235 @@
+"fastai's everyday tools on the GAN learners: predict, show_results, get_preds, loggers after a failed fit, summary, lr_find."
+import contextlib, io, warnings
+import pytest, torch
+from fastai.basics import Learner, Callback, L1LossFlat
+from fastai.callback.progress import CSVLogger
+import fastai.callback.schedule  # Learner.lr_find
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+from gan_callbacks.pix2pix import pix2pix_learner
+from test_pix2pix import batches, make_dls
+
+
+def tiny_pix2pix(n=2, **kw):
+    torch.manual_seed(0)
+    return pix2pix_learner(make_dls(batches(n=n)), UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2), **kw)
+
+class Boom(Callback):
+    "Raises in the first training batch"
+    def __init__(self, exc=RuntimeError): self.exc = exc
+    def after_batch(self):
+        if self.training: raise self.exc('boom')
+
+@pytest.mark.parametrize('exc', [RuntimeError, KeyboardInterrupt])
+def test_failed_fit_leaves_the_loggers_as_they_were(tmp_path, exc):
+    learn = tiny_pix2pix(path=tmp_path)
+    before = learn.logger, [(cb, cb.__dict__.get('old_logger')) for cb in learn.cbs]
+    with contextlib.redirect_stdout(io.StringIO()), pytest.raises(exc): learn.fit(1, 1e-3, cbs=[CSVLogger(), Boom(exc)])
+    assert learn.logger is before[0]
+    assert [(cb, cb.__dict__.get('old_logger')) for cb in learn.cbs] == before[1]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): learn.fit(1, 1e-3, cbs=CSVLogger())   # a plain fit after it: rows once
+    rows = [l for l in (tmp_path/'history.csv').read_text().splitlines() if l]
+    assert len(rows) == 2 and rows[0].startswith('epoch')
+    assert [l.split()[0] for l in out.getvalue().splitlines()] == ['epoch', '0']   # the table printed once
+
+
+# --- predict, get_preds and show_results
+
+from PIL import Image
+from fastai.vision.all import PILImage, DataBlock, ImageBlock, IntToFloatTensor, Normalize, get_image_files, RandomSplitter
+from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired
+from gan_callbacks.models import ResnetGenerator
+from gan_callbacks.cyclegan import cyclegan_learner
+
+@pytest.fixture(scope='module')
+def pairs(tmp_path_factory): return sample_pairs(tmp_path_factory.mktemp('p')/'pairs', n_train=4, n_valid=2, size=32)
+
+@pytest.fixture(scope='module')
+def unpaired(tmp_path_factory): return sample_unpaired(tmp_path_factory.mktemp('u')/'unpaired', n_train=4, n_test=2, size=32)
+
+def red_blue(fn, w=64, h=32):
+    "A `w` x `h` image, left half red, right half blue"
+    im = Image.new('RGB', (w, h), (255, 0, 0)); im.paste((0, 0, 255), (w // 2, 0, w, h)); im.save(fn)
+    return fn
+
+def seen_by(model):
+    "The inputs `model` is called with, kept in a list"
+    seen = []
+    model.register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
+    return seen
+
+def pix2pix_on(path, **kw):
+    dls = Pix2pixDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, device='cpu')
+    torch.manual_seed(0)
+    return pix2pix_learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2), **kw)
+
+def test_pix2pix_predict_translates_a_whole_file_at_its_own_size(pairs, tmp_path):
+    learn = pix2pix_on(pairs)
+    seen, fn = seen_by(learn.model), red_blue(tmp_path/'rb.png')
+    for item in (fn, str(fn), PILImage.create(fn)):
+        dec, pred, raw = learn.predict(item)
+        x = seen[-1][0]
+        assert x.shape == (3, 32, 64)                           # the whole image, not its left half
+        assert x[0, :, :32].mean() > 0.9 and x[2, :, 32:].mean() > 0.9   # red on the left, blue on the right reach G
+        assert dec.shape == pred.shape == (3, 32, 64)
+    # a size the U-Net cannot take: resized for G, and back
+    dec, pred, _ = learn.predict(red_blue(tmp_path/'odd.png', w=50, h=40))
+    assert seen[-1].shape[-2:] == (32, 64) and dec.shape == pred.shape == (3, 40, 50)
+    # the A half of an A|B file, asked for
+    b = learn.dls.test_dl([fn], aligned=True).one_batch()[0]
+    assert b.shape == (1, 3, 32, 32) and b[0, 0].mean() > 0.9 and b[0, 2].mean() < -0.9
+
+def test_imageblock_targets_are_caught_at_the_first_batch(pairs):
+    def dls(batch_tfms):
+        blk = DataBlock(blocks=(ImageBlock, ImageBlock), get_items=get_image_files, get_y=lambda f: f,
+                        splitter=RandomSplitter(0.25, seed=0), batch_tfms=batch_tfms)
+        return blk.dataloaders(pairs/'train', bs=2, device='cpu')
+    mk = lambda d: pix2pix_learner(d, UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2))
+    with pytest.warns(UserWarning, match=r'Normalize\.from_stats\(0\.5, 0\.5\)'), contextlib.redirect_stdout(io.StringIO()):
+        mk(dls(None)).fit(1, 1e-3)                                # fastai's ImageBlock: [0, 1]
+    with pytest.raises(ValueError, match=r'outside the generator.*Normalize\.from_stats\(0\.5, 0\.5\)'), contextlib.redirect_stdout(io.StringIO()):
+        mk(dls(Normalize.from_stats([0.485, 0.456, 0.406], [0.229, 0.224, 0.225]))).fit(1, 1e-3)   # ImageNet statistics
+    with warnings.catch_warnings():
+        warnings.simplefilter('error', UserWarning)
+        with contextlib.redirect_stdout(io.StringIO()): mk(dls(Normalize.from_stats(0.5, 0.5))).fit(1, 1e-3)   # [-1, 1]: no word
+
+def tiny_cyclegan(path):
+    dls = UnpairedDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, device='cpu')
+    torch.manual_seed(0)
+    g = lambda: ResnetGenerator(3, 3, ngf=4, n_blocks=1)
+    d = lambda: PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance')
+    return cyclegan_learner(dls, g(), g(), d(), d(), pool_size=2)
+
+def test_cyclegan_get_preds_and_show_results(unpaired):
+    learn = tiny_cyclegan(unpaired)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    m, (a, b) = learn.model, learn.dls.valid.new(shuffle=False, bs=2).one_batch()
+    preds, targs = learn.get_preds()
+    assert targs is None and preds.shape == (2, 3, 32, 32)
+    with torch.no_grad(): torch.testing.assert_close(preds, m.eval().g_a(a).as_subclass(torch.Tensor), atol=1e-6, rtol=0)
+    m.direction = 'BtoA'
+    with torch.no_grad(): torch.testing.assert_close(learn.get_preds()[0], m.eval().g_b(b).as_subclass(torch.Tensor), atol=1e-6, rtol=0)
+    m.direction = 'AtoB'
+    learn.cycle_gan_trainer.raw_preds = True
+    raw = learn.get_preds()[0]
+    learn.cycle_gan_trainer.raw_preds = False
+    assert len(raw) == 6 and raw[0].shape == (2, 3, 32, 32)
+    for out in (preds, raw):
+        x, y, its, outs = learn.dls.valid.show_results((a, b), out, show=False)
+        assert len(its) == len(outs) == 2 and outs[0][0].shape == (3, 32, 32)
+    import matplotlib; matplotlib.use('Agg')
+    ctxs = learn.dls.valid.show_results((a, b), preds, max_n=2)
+    assert [c.get_title() for c in ctxs[:3]] == ['A', 'G_A(A)', 'B (unpaired)']
+    ctxs = learn.dls.valid.show_results((a, b), preds, max_n=2, direction='BtoA')
+    assert [c.get_title() for c in ctxs[:3]] == ['B', 'G_B(B)', 'A (unpaired)']
+
+def test_cyclegan_test_dl_of_files_strings_and_images(unpaired, tmp_path):
+    learn, fn = tiny_cyclegan(unpaired), red_blue(tmp_path/'rb.png', w=36, h=28)
+    seen = seen_by(learn.model)
+    preds = learn.get_preds(dl=learn.dls.test_dl([fn, str(fn), PILImage.create(fn)], bs=1))[0]
+    assert preds.shape == (3, 3, 28, 36) and all(s.shape == (1, 3, 28, 36) for s in seen)   # a multiple of 4: as it is
+    torch.testing.assert_close(preds[0], preds[2]); torch.testing.assert_close(preds[0], preds[1])
+
+
+# --- fastai's TensorBoardCallback beside the trainers
+
+def test_fastais_tensorboard_callback_runs_beside_the_trainers(pairs, unpaired, tmp_path):
+    from fastai.callback.tensorboard import TensorBoardCallback
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    from gan_callbacks.pix2pix import pix2pix_adam
+    def tags(d):
+        ea = EventAccumulator(str(d)); ea.Reload()
+        return ea.Tags()
+    quiet = lambda: contextlib.redirect_stdout(io.StringIO())
+    learn = pix2pix_on(pairs)
+    with quiet(): learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'p'))
+    assert {'train_loss', 'lr_0', 'g_l1', 'valid_loss'} <= set(tags(tmp_path/'p')['scalars'])
+    plain = Learner(learn.dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), opt_func=pix2pix_adam)
+    with quiet(): plain.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'plain'))
+    assert 'lr_0' in tags(tmp_path/'plain')['scalars']
+    learn = tiny_cyclegan(unpaired)
+    with quiet(), pytest.warns(UserWarning, match='trace_model switched off'): learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'c'))
+    assert {'train_loss', 'lr_0', 'cycle_a', 'd_b'} <= set(tags(tmp_path/'c')['scalars'])
+
+
+# --- save/load with the discriminators
+
+def _same(a, b):
+    "Two state dicts (or optimizer states) equal bitwise"
+    if isinstance(a, dict): return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, (list, tuple)): return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b))
+    if torch.is_tensor(a): return torch.equal(a, b)
+    return a == b
+
+def _continue(learn):
+    "One more epoch from fixed random states"
+    from fastai.torch_core import set_seed
+    set_seed(7); learn.dls.train.rng.seed(7)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+
+def test_save_load_keep_the_discriminators_and_their_optimizer(pairs, tmp_path):
+    learn = pix2pix_on(pairs); learn.path = tmp_path
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    learn.save('m')
+    t = learn.pix2pix_trainer
+    torch.manual_seed(5)
+    learn2 = pix2pix_on(pairs); learn2.path = tmp_path   # a new learner, its networks freshly initialised
+    learn2.load('m')
+    t2 = learn2.pix2pix_trainer
+    assert _same(t2.discriminator.state_dict(), t.discriminator.state_dict())
+    assert _same(t2.d_opt.state_dict(), t.d_opt.state_dict()) and _same(learn2.opt.state_dict(), learn.opt.state_dict())
+    assert len(t2.hist) == len(t.hist) and all(torch.equal(a, b) for a, b in zip(t2.hist, t.hist))
+    _continue(learn); _continue(learn2)   # the same training afterwards, bitwise
+    assert _same(learn2.model.state_dict(), learn.model.state_dict())
+    assert _same(t2.discriminator.state_dict(), t.discriminator.state_dict())
+    # without the optimizers: the weights of G and D
+    learn.save('w', with_opt=False)
+    torch.manual_seed(6)
+    learn3 = pix2pix_on(pairs); learn3.path = tmp_path
+    learn3.load('w', with_opt=False)
+    assert _same(learn3.pix2pix_trainer.discriminator.state_dict(), t.discriminator.state_dict())
+    assert _same(learn3.model.state_dict(), learn.model.state_dict())
+    # a file of fastai's own format (G only) still loads, with a word
+    torch.save(learn.model.state_dict(), tmp_path/'models'/'old.pth')
+    learn4 = pix2pix_on(pairs); learn4.path = tmp_path
+    with pytest.warns(UserWarning, match='generator only'): learn4.load('old', with_opt=False)
+    assert _same(learn4.model.state_dict(), learn.model.state_dict())
+
+def test_save_model_callback_keeps_the_cyclegan_discriminators(unpaired, tmp_path):
+    from fastai.callback.tracker import SaveModelCallback
+    learn = tiny_cyclegan(unpaired); learn.path = tmp_path
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3, cbs=SaveModelCallback(monitor='cycle_a', with_opt=True, fname='best'))
+    t = learn.cycle_gan_trainer
+    learn2 = tiny_cyclegan(unpaired); learn2.path = tmp_path
+    t2 = learn2.cycle_gan_trainer
+    learn2.load('best')
+    for k in ('d_a', 'd_b'): assert _same(getattr(t2, k).state_dict(), getattr(t, k).state_dict())
+    assert _same(t2.d_opt.state_dict(), t.d_opt.state_dict()) and len(t2.pool_a) == len(t.pool_a) > 0
+
+
+# --- trackers read the GAN columns the right way round
+
+def test_trackers_know_the_direction_of_every_column(pairs, tmp_path):
+    import numpy as np
+    from fastai.callback.tracker import SaveModelCallback, EarlyStoppingCallback
+    from gan_callbacks.metrics import PSNR
+    learn = pix2pix_on(pairs, metrics=[PSNR()]); learn.path = tmp_path
+    cbs = [SaveModelCallback(monitor=m, fname=m) for m in ('g_l1', 'd_fake', 'psnr')] + [EarlyStoppingCallback(monitor='g_l1', patience=5)]
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(3, 1e-3, cbs=cbs)
+    assert [cb.comp for cb in cbs] == [np.less, np.less, np.greater, np.less]
+    names = list(learn.recorder.metric_names[1:])
+    col = lambda n: [v[names.index(n)] for v in learn.recorder.values]
+    assert cbs[0].best == min(col('g_l1')) and cbs[1].best == min(col('d_fake')) and cbs[2].best == max(col('psnr'))
+
+
+# --- summary and lr_find
+
+def test_summary_shows_both_players_and_lr_find_prints_no_table(pairs):
+    import fastai.callback.hook   # Learner.summary
+    learn = pix2pix_on(pairs)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): s = learn.summary()
+    assert 'None' not in out.getvalue() + s and 'UnetGenerator' in s and 'PatchDiscriminator' in s
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out): learn.lr_find(num_it=12, show_plot=False)
+    assert 'epoch' not in out.getvalue() and 'train_loss' not in out.getvalue()

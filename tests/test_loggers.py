@@ -1,0 +1,137 @@
+"Watching a run: TensorBoard event files and W&B offline runs written by the loggers, keep-best, early stop and the CLI options."
+import contextlib, csv, glob, io, json, os, struct, sys
+import pytest, torch
+from fastai.basics import Learner
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+from gan_callbacks.loggers import TensorBoardGAN, WandbGAN
+from gan_callbacks.cli import main
+from test_fastai_tools import pairs, unpaired, pix2pix_on, tiny_cyclegan
+from test_pix2pix import HostReads, batches, make_dls, nets
+from gan_callbacks.pix2pix import pix2pix_learner
+
+quiet = lambda: contextlib.redirect_stdout(io.StringIO())
+
+def events(d):
+    ea = EventAccumulator(str(d), size_guidance={'scalars': 0, 'images': 0}); ea.Reload()
+    return ea
+
+def test_tensorboard_pix2pix_and_cyclegan(pairs, unpaired, tmp_path):
+    learn = pix2pix_on(pairs)
+    with quiet(): learn.fit(2, 1e-3, cbs=TensorBoardGAN(tmp_path/'p', n_images=2, every=3))
+    ea, n = events(tmp_path/'p'), 2 * len(learn.dls.train)
+    for c in learn.pix2pix_trainer.cols + ('lr', 'lr_d', 'loss'):
+        tag = c if c.startswith('lr') else f'train/{c}'
+        assert [e.step for e in ea.Scalars(tag)] == list(range(1, n + 1)), tag   # one point per iteration
+    hist = torch.stack(learn.pix2pix_trainer.hist).tolist()
+    assert [e.value for e in ea.Scalars('train/g_l1')] == pytest.approx([h[1] for h in hist], rel=1e-6)
+    assert len(ea.Scalars('valid/valid_loss')) == 2 and len(ea.Images('samples')) == 2
+    im = ea.Images('samples')[-1]
+    assert (im.width, im.height) == (3 * 34 + 2, 2 * 34 + 2)   # input | output | target, two rows of 32 px
+    learn = tiny_cyclegan(unpaired)
+    with quiet(): learn.fit(2, 1e-3, cbs=TensorBoardGAN(tmp_path/'c', n_images=2))
+    ea = events(tmp_path/'c')
+    assert {f'train/{c}' for c in learn.cycle_gan_trainer.cols} <= set(ea.Tags()['scalars'])
+    assert len(ea.Scalars('train/cycle_a')) == 2 * len(learn.dls.train)
+    assert len(ea.Images('samples/AtoB')) == len(ea.Images('samples/BtoA')) == 2
+
+def test_loggers_read_the_device_once_per_block(tmp_path):
+    def reads(n):
+        learn = pix2pix_learner(make_dls(batches(n=n)), *nets())
+        with HostReads() as h, quiet(): learn.fit(1, 1e-3, cbs=TensorBoardGAN(tmp_path/str(n), n_images=1, every=50))
+        return h.n
+    r8, r4 = reads(8), reads(4)
+    assert r8['library'] == r4['library'] and r8['other'] - r4['other'] == 4   # as without the logger: fastai's smoothed loss only
+
+def _wandb_rows(run_dir):
+    "The rows `wandb.log` wrote to an offline run: the run file is a log of 32 KiB blocks of protobuf records after a 7-byte header"
+    from wandb.proto import wandb_internal_pb2 as pb
+    data, rows, i, buf = open(glob.glob(f'{run_dir}/run-*.wandb')[0], 'rb').read(), [], 7, b''
+    while i + 7 <= len(data):
+        if 32768 - i % 32768 < 7: i += 32768 - i % 32768; continue
+        _, n, kind = struct.unpack('<IHB', data[i:i+7])
+        buf += data[i+7:i+7+n]; i += 7 + n
+        if kind in (1, 4):
+            r = pb.Record(); r.ParseFromString(buf); buf = b''
+            if r.WhichOneof('record_type') == 'history':
+                rows.append({('/'.join(it.nested_key) or it.key): json.loads(it.value_json) for it in r.history.item})
+        if kind == 0: i += 32768 - i % 32768   # zeros to the block's end
+    return rows
+
+def test_wandb_offline_run(unpaired, tmp_path, monkeypatch):
+    import wandb
+    from fastai.callback.wandb import WandbCallback
+    monkeypatch.setenv('WANDB_MODE', 'offline'); monkeypatch.setenv('WANDB_SILENT', 'true')
+    learn = tiny_cyclegan(unpaired)
+    run = wandb.init(project='gan_callbacks_test', dir=str(tmp_path))
+    try:
+        with quiet(): learn.fit(2, 1e-3, cbs=WandbGAN(n_images=2))
+    finally: wandb.finish()
+    rows = _wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
+    n = 2 * len(learn.dls.train)
+    assert [r['_step'] for r in rows if 'train/cycle_a' in r] == list(range(1, n + 1))
+    assert all(f'train/{c}' in rows[0] for c in learn.cycle_gan_trainer.cols)
+    assert sum('samples/AtoB/path' in r for r in rows) == 2 and sum('valid/valid_loss' in r for r in rows) == 2
+    # fastai's own WandbCallback runs beside the trainer too
+    run = wandb.init(project='gan_callbacks_test', dir=str(tmp_path))
+    try:
+        with quiet(): learn.fit(1, 1e-3, cbs=WandbCallback(log_preds=False))
+    finally: wandb.finish()
+
+
+# --- the command line
+
+def run_cli(argv):
+    try: main([str(a) for a in argv]); return 0
+    except SystemExit as e: return e.code
+
+def test_cli_help_version_and_description(capsys):
+    assert run_cli(['--version']) == 0
+    from gan_callbacks import __version__
+    assert __version__ in capsys.readouterr().out
+    assert run_cli(['train', '--help']) == 0
+    out = capsys.readouterr().out
+    assert 'pix2pix' in out.split('options')[0].lower() and 'cyclegan' in out.split('options')[0].lower()
+    opts = [l for l in out.splitlines() if l.strip().startswith('--')]
+    import re
+    blocks = re.split(r'\n  (?=-)', out.split('options:', 1)[1])
+    missing = [b.split()[0] for b in blocks if b.strip().startswith('--') and 'default' not in b and '--help' not in b and 'required' not in b]
+    assert not missing, missing
+
+def test_cli_tensorboard_keep_best_and_early_stop(pairs, tmp_path):
+    out = tmp_path/'run'
+    args = ['train', '--data', pairs, '--out', out, '--epochs', 3, '--epochs-decay', 0, '--bs', 2, '--load-size', 32, '--crop-size', 32,
+            '--ngf', 4, '--lr', 1e-3, '--n-samples', 1, '--seed', 0, '--tensorboard', tmp_path/'tb', '--keep-best', 'psnr',
+            '--val-every', 1, '--early-stop', 5]
+    with quiet(): assert run_cli(args) == 0
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    psnrs = [float(r['psnr']) for r in rows]
+    s = json.loads((out/'summary.json').read_text())
+    assert s['best']['metric'] == 'psnr' and s['best']['epoch'] == psnrs.index(max(psnrs)) and s['best']['score'] == pytest.approx(max(psnrs), rel=1e-5)
+    assert (out/'best_generator.pkl').is_file() and (out/'generator.pkl').is_file()
+    ea = events(tmp_path/'tb')
+    assert len(ea.Scalars('train/g_l1')) == 3 * 2 and len(ea.Images('samples')) == 3
+
+def test_validate_every_early_stop_and_keep_best(pairs, tmp_path):
+    from gan_callbacks.loggers import ValidateEvery, EarlyStop, KeepBest
+    learn = pix2pix_on(pairs); learn.path = tmp_path
+    keep = KeepBest('valid_loss')
+    with quiet(): learn.fit(8, 1e-3, cbs=[ValidateEvery(2), EarlyStop('valid_loss', min_delta=10, patience=2), keep])
+    vals = learn.recorder.values
+    # validated after epochs 2, 4 and 6 (counting from 1); the first sets the best, two more without improvement stop the fit
+    assert len(vals) == 6 and [v[1] is not None for v in vals] == [False, True] * 3
+    names = list(learn.recorder.metric_names[1:])
+    assert all(v[names.index('g_l1')] is not None for v in vals)   # the trainer's columns in every row
+    valid = {i: v[1] for i, v in enumerate(vals) if v[1] is not None}
+    assert keep.best == min(valid.values()) and valid[keep.best_epoch] == keep.best
+    assert keep.export_best('best.pkl') == 'best.pkl' and (tmp_path/'best.pkl').is_file()
+
+def test_cli_val_every_and_early_stop(pairs, tmp_path):
+    out = tmp_path/'run'
+    args = ['train', '--data', pairs, '--out', out, '--epochs', 4, '--epochs-decay', 0, '--bs', 2, '--load-size', 32, '--crop-size', 32,
+            '--ngf', 4, '--lr', 1e-3, '--n-samples', 1, '--seed', 0, '--val-every', 2, '--keep-best', 'l1', '--early-stop', 1]
+    with quiet(): assert run_cli(args) == 0
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    assert [r['valid_loss'] != 'None' for r in rows] == [False, True, False, True][:len(rows)] and len(rows) in (2, 4)
+    best = json.loads((out/'summary.json').read_text())['best']
+    l1s = [float(r['valid_loss']) for r in rows if r['valid_loss'] != 'None']
+    assert best['metric'] == 'l1' and best['score'] == pytest.approx(min(l1s), rel=1e-5)
