@@ -4,6 +4,7 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+NEWEST ?= .venv-newest
 DOCS_STAMP := $(VENV)/.docs-installed
 CHROMIUM ?= /usr/bin/chromium
 DEMO_OUT ?= demo_out
@@ -15,7 +16,7 @@ CYCLEGAN_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 3
 CUT_OUT ?= cut_demo_out
 CUT_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --seed 0
 
-.PHONY: install demo demo-cyclegan demo-cut test check-export pytest nbtest bench readme docs docs-check clean
+.PHONY: install demo demo-cyclegan demo-cut test test-newest check-export pytest nbtest bench readme docs docs-check clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -61,6 +62,15 @@ pytest: install
 
 nbtest: install
 	$(BIN)/nbdev_test --n_workers 2
+
+## pytest (not the notebooks) in a second environment, built from nothing with the newest releases the ranges of settings.ini allow
+test-newest:
+	rm -rf $(NEWEST) && $(PYTHON) -m venv $(NEWEST)
+	$(NEWEST)/bin/python -m pip install -q -U pip
+	$(NEWEST)/bin/python -m pip install -q -e ".[onnx]" pytest
+	@$(NEWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(fastai|fastcore|fasttransform|plum-dispatch|accelerate|torch|torchvision) '
+	@$(NEWEST)/bin/python -m pytest tests/ -q -p no:cacheprovider; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 ## The documentation site, from the notebooks and README.md, into _docs/ (nothing fetched from the network)
 docs: $(DOCS_STAMP)

@@ -14,7 +14,8 @@ from fastcore.foundation import L
 from fastai.learner import Learner
 from fastai.callback.schedule import ParamScheduler
 from .core import StateDictCallback
-from .gan import AdversarialTrainer, NonFiniteError, in_fit, find_trainer, learner_device
+from .gan import AdversarialTrainer, NonFiniteError, find_trainer, learner_device
+from .internals import in_fit, first_use_pass, recorder_history, set_recorder_history
 from .distributed import unwrap, rank_distrib
 
 # %% auto #0
@@ -59,7 +60,7 @@ def _check_writable(d):
         raise CheckpointError(f"Cannot write checkpoints to {d}: {why}") from e
 
 # %% ../nbs/05_checkpoint.ipynb #ef1628b7
-def _loaders(dls):
+def _rng_loaders(dls):
     "The loaders of `dls` that keep their own `rng` (fastai's `DataLoader`)"
     if dls is None: return []
     return [dl for dl in getattr(dls, 'loaders', [dls]) if isinstance(getattr(dl, 'rng', None), random.Random)]
@@ -69,18 +70,18 @@ def rng_states(dls=None):
     kind, keys, *rest = np.random.get_state()
     return dict(python=random.getstate(), numpy=(kind, keys.tolist(), *rest), torch=torch.get_rng_state(),
                 cuda=torch.cuda.get_rng_state_all() if torch.cuda.is_available() else None,
-                dls=[dl.rng.getstate() for dl in _loaders(dls)])
+                dls=[dl.rng.getstate() for dl in _rng_loaders(dls)])
 
 def set_rng_states(st, dls=None):
     "Put back the states `rng_states` returned (a fresh `dls` first makes the pass fastai makes at first use)"
-    for dl in _loaders(dls):
+    for dl in _rng_loaders(dls):
         # `TfmdDL` runs its batch transforms once on first use, to learn the types: random draws to have behind us
-        if hasattr(dl, '_one_pass') and not getattr(dl, '_types', None): dl._one_pass()
+        first_use_pass(dl)
     random.setstate(st['python']); np.random.set_state(st['numpy']); torch.set_rng_state(st['torch'].cpu())
     if st['cuda'] is not None and torch.cuda.is_available():
         if len(st['cuda']) == torch.cuda.device_count(): torch.cuda.set_rng_state_all([s.cpu() for s in st['cuda']])
         else: warnings.warn(f"Random states saved for {len(st['cuda'])} CUDA devices, {torch.cuda.device_count()} here: not restored")
-    loaders = _loaders(dls)
+    loaders = _rng_loaders(dls)
     if dls is not None and len(loaders) != len(st['dls']):
         warnings.warn(f"Random states saved for {len(st['dls'])} DataLoaders, {len(loaders)} here: shuffling will differ")
     for dl, s in zip(loaders, st['dls']): dl.rng.setstate(s)
@@ -101,13 +102,6 @@ def _plain(o):
     if isinstance(o, (np.ndarray, np.generic)): return o.tolist()
     return o
 
-def _recorder_state(rec):
-    "The history a `Recorder` keeps"
-    if rec is None or not hasattr(rec, 'values'): return None
-    sm = rec.smooth_loss
-    return dict(values=rec.values, losses=torch.stack(rec.losses) if rec.losses else None,
-                lrs=rec.lrs, iters=rec.iters, smooth=(sm.count, sm.val))
-
 def checkpoint_state(learn:Learner, interrupted:dict|None=None):
     "All that is needed to continue `learn`'s fit after its current epoch (`interrupted`: where a partial epoch stopped)"
     t, scaler = find_trainer(learn), learn.__dict__.get('scaler')   # the latter: fastai's `MixedPrecision`
@@ -115,7 +109,7 @@ def checkpoint_state(learn:Learner, interrupted:dict|None=None):
     return _plain(dict(format=_FORMAT, epoch=learn.epoch - (interrupted is not None), n_epoch=learn.n_epoch,
                        train_iter=learn.train_iter, model=unwrap(learn.model).state_dict(), opt=learn.opt.state_dict(),
                        scaler=scaler.state_dict() if isinstance(scaler, torch.amp.GradScaler) else None,
-                       trainer=None if t is None else t.state_dict(), recorder=_recorder_state(getattr(learn, 'recorder', None)),
+                       trainer=None if t is None else t.state_dict(), recorder=recorder_history(getattr(learn, 'recorder', None)),
                        hps=getattr(sched, 'hps', None), rng=rng_states(learn.dls), interrupted=interrupted))
 
 # %% ../nbs/05_checkpoint.ipynb #6e5390c0
@@ -289,10 +283,7 @@ class GANCheckpoint(StateDictCallback):
         set_rng_states(p['rng'], learn.dls)
         learn.train_iter = p['train_iter']
         rec, r = getattr(learn, 'recorder', None), p['recorder']
-        if rec is not None and r is not None:
-            rec.values, rec.lrs, rec.iters = [L(v) for v in r['values']], list(r['lrs']), list(r['iters'])
-            rec.losses = [] if r['losses'] is None else list(r['losses'].cpu().unbind(0))
-            rec.smooth_loss.count, rec.smooth_loss.val = r['smooth'][0], r['smooth'][1].cpu()
+        if rec is not None and r is not None: set_recorder_history(rec, r)
         sched = first(cb for cb in learn.cbs if isinstance(cb, ParamScheduler))
         if sched is not None and p['hps']: sched.hps = {k: list(v) for k, v in p['hps'].items()}
 

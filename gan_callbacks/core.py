@@ -6,11 +6,12 @@
 from __future__ import annotations
 import torch
 from fastcore.basics import noop
+from .internals import wrap_epoch_events, unwrap_epoch_events, valid_metrics
 from fastai.callback.core import Callback, CancelBackwardException, CancelStepException, CancelTrainException, \
     CancelValidException, CancelEpochException, CancelFitException, CancelBatchException
 
 # %% auto #0
-__all__ = ['V1_KEYS', 'V1_EVENTS', 'init_state', 'StateDictControl', 'StateDictCallback']
+__all__ = ['V1_KEYS', 'V1_EVENTS', 'init_state', 'StateDictControl', 'StateDictCallback', 'last_metrics']
 
 # %% ../nbs/00_core.ipynb #c936ce3f
 V1_KEYS = ('epoch', 'iteration', 'num_batch', 'n_epochs', 'pbar', 'metrics', 'skip_validate', 'stop_training',
@@ -148,7 +149,7 @@ class StateDictCallback(Callback):
     def after_epoch(self):
         if self._ctl.__dict__.get('skipped', False): return
         # set once, so that what one callback adds (v1's `add_metrics`) is what the next one sees
-        if self._first: self.cb_state['last_metrics'] = _last_metrics(self.learn)
+        if self._first: self.cb_state['last_metrics'] = last_metrics(self.learn)
         self._call('on_epoch_end')
 
     def after_fit(self):
@@ -163,16 +164,15 @@ class StateDictCallback(Callback):
 # %% ../nbs/00_core.ipynb #ca7e8b87
 def _pbar(learn): return getattr(getattr(learn, 'progress', None), 'mbar', None)
 
-def _last_metrics(learn):
+def last_metrics(learn):
+    "The values the `Recorder` logged after this epoch's validation (v1's `last_metrics`), or `None`"
     rec = getattr(learn, 'recorder', None)
-    if rec is None or getattr(rec, 'cancel_valid', False) or not hasattr(rec, '_valid_mets'): return None
-    n = len(rec._valid_mets)
+    mets = None if rec is None or getattr(rec, 'cancel_valid', False) else valid_metrics(rec)
+    if mets is None: return None
+    n = len(mets)
     return list(rec.log[-n:]) if n and len(rec.log) > n else None
 
 # %% ../nbs/00_core.ipynb #779faab0
-_cancels = (CancelBatchException, CancelBackwardException, CancelStepException, CancelTrainException,
-            CancelValidException, CancelEpochException, CancelFitException)
-
 _absent = object()   # a callback without `old_logger`
 
 def _loggers(learn):
@@ -188,23 +188,16 @@ def _restore_loggers(learn, saved):
 
 def _guard_epochs(learn, cbs, loggers):
     "Wrap `learn`'s epochs, their events included, so that v1 callbacks get `on_train_end(exception=e)` if training crashes, and the loggers are put back"
-    if '_with_events' in learn.__dict__: del learn._with_events
-    with_events = learn._with_events
-    def _with_events_guarded(f, event_type, ex, final=noop):
-        if event_type != 'epoch': return with_events(f, event_type, ex, final)
-        try: return with_events(f, event_type, ex, final)
-        except _cancels: raise
-        except BaseException as e:
-            st = cbs[0].cb_state
-            for cb in cbs: cb._call('on_train_end', exception=e)
-            _end_fit(learn, st)
-            _restore_loggers(learn, loggers)
-            raise
-    learn._with_events = _with_events_guarded
+    def crashed(e):
+        st = cbs[0].cb_state
+        for cb in cbs: cb._call('on_train_end', exception=e)
+        _end_fit(learn, st)
+        _restore_loggers(learn, loggers)
+    wrap_epoch_events(learn, crashed)
 
 def _end_fit(learn, st):
     "Undo the fit-time set-up and drop the state's references to batches"
-    if '_with_events' in learn.__dict__: del learn._with_events
+    unwrap_epoch_events(learn)
     for cb in list(learn.cbs):
         if isinstance(cb, StateDictControl): learn.remove_cb(cb)
     st.update(last_input=None, last_target=None, last_output=None, last_loss=None, pbar=None)

@@ -13,7 +13,7 @@ from PIL import Image, ImageOps
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastcore.parallel import parallel
 from fastai.vision.all import *
-from fastai.data.load import _loaders
+from .internals import raw_batches, pickle_transforms_by_function
 import skimage.data
 from skimage.feature import canny
 
@@ -155,25 +155,7 @@ class ToImage(Transform):
     def encodes(self, im): return self.cls.create(im)
 
 # %% ../nbs/03_data.ipynb #207db54a
-import copyreg
-
-def _impls(f):
-    "The functions registered in plum `Function` `f` (the callables fastai wrapped, where it had to wrap them)"
-    res = []
-    for m in f.methods:
-        g = m.implementation
-        if g.__qualname__.endswith('Transform.__init__.<locals>.wrapped_enc'): g = g.__closure__[0].cell_contents
-        res.append(g)
-    return res
-
-def _reduce_transform(t):
-    "Pickle a `Transform` made from functions by those functions: plum's `Function` around them holds a lock, which pickle refuses"
-    d = t.__dict__
-    if 'encodes' not in d and 'decodes' not in d: return t.__reduce_ex__(4)   # as always
-    state = {k: v for k, v in d.items() if k not in ('encodes', 'decodes')}
-    return type(t), tuple(_impls(d[k]) if k in d else None for k in ('encodes', 'decodes')), state
-
-copyreg.pickle(Transform, _reduce_transform)
+pickle_transforms_by_function()   # process-wide, see `internals`
 
 # %% ../nbs/03_data.ipynb #6d1a4bfd
 class Pix2pixDL(TfmdDL):
@@ -181,8 +163,7 @@ class Pix2pixDL(TfmdDL):
     def __iter__(self):
         # fastai's `DataLoader.__iter__` but for `non_blocking`: the copy overlaps with the host's work
         self.randomize(); self.before_iter()
-        self._DataLoader__idxs = self.get_idxs()
-        for b in _loaders[self.fake_l.num_workers==0](self.fake_l):
+        for b in raw_batches(self):
             if self.pin_memory and type(b) == list: b = tuple(b)
             if self.device is not None: b = to_device(b, self.device, non_blocking=True)
             yield self.after_batch(b)
@@ -294,7 +275,7 @@ def _domain(trn, val, ch, load_size, crop_size):
     tfms = [ImageFile(image_modes[ch]), ToImage(image_type(ch)), ResizeCropFlip(load_size, crop_size)]
     return TfmdLists(trn+val, tfms, splits=[list(range(len(trn))), list(range(len(trn), len(trn)+len(val)))])
 
-def _split(fns, valid_pct, seed):
+def _random_split(fns, valid_pct, seed):
     "A random `valid_pct` of `fns` (reproducible with `seed`) as validation: (training files, validation files)"
     t,v = RandomSplitter(valid_pct, seed=seed)(fns)
     return [fns[i] for i in t],[fns[i] for i in v]
@@ -311,7 +292,7 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
         trn = [_image_files(path/f'{train}{d}') for d in 'AB']
         use_valid = valid_pct is None and valid is not None and any((path/f'{valid}{d}').exists() for d in 'AB')
         if use_valid: val = [_image_files(path/f'{valid}{d}') for d in 'AB']
-        else: trn,val = zip(*(_split(o, ifnone(valid_pct, 0.2), seed) for o in trn))
+        else: trn,val = zip(*(_random_split(o, ifnone(valid_pct, 0.2), seed) for o in trn))
         if check: check_images([f for o in trn+val for f in o], aligned=False)
         tls = [_domain(t, v, ch, load_size, crop_size) for t,v,ch in zip(trn, val, (in_ch, out_ch))]
         device = torch.device(ifnone(device, default_device()))

@@ -7,7 +7,6 @@ from __future__ import annotations
 import os, sys, socket, argparse, warnings
 from contextlib import contextmanager
 from datetime import timedelta
-from types import MethodType
 import torch
 from torch import nn
 import torch.distributed as dist
@@ -17,13 +16,13 @@ from fastcore.basics import store_attr, first
 from fastai.callback.core import Callback
 from fastai.distributed import DistributedDL, DistributedTrainer, rank_distrib, num_distrib
 from accelerate import Accelerator, InitProcessGroupKwargs
-from accelerate.state import AcceleratorState
 from accelerate.utils import DistributedType
+from .internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accelerator_state
 
 
 # %% auto #0
-__all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'discriminators', 'GlooDistributedDL',
-           'DistributedGAN', 'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'relaunch']
+__all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'GlooDistributedDL', 'DistributedGAN',
+           'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'relaunch']
 
 # %% ../nbs/12_distributed.ipynb #383bcf39
 def is_distributed():
@@ -47,7 +46,7 @@ def flat_by_dtype(ts):
 
 def unflat(ts, flat):
     "Copy the flat tensor `flat` back into the tensors `ts`"
-    torch._foreach_copy_(ts, [f.view_as(t) for f, t in zip(flat.split([t.numel() for t in ts]), ts)])
+    copy_into(ts, [f.view_as(t) for f, t in zip(flat.split([t.numel() for t in ts]), ts)])
 
 # %% ../nbs/12_distributed.ipynb #c7aa7a84
 _ddp_params = set()   # ids of the parameters a `DistributedDataParallel` averages already (set during a fit)
@@ -77,7 +76,7 @@ def _sync_bn_works(m:nn.Module):
     p = next(m.parameters(), None)
     return p is None or p.device.type != 'cpu'
 
-def _has_bn(m): return any(isinstance(o, nn.modules.batchnorm._BatchNorm) for o in m.modules())
+def _has_bn(m): return any(isinstance(o, BatchNormBase) for o in m.modules())
 
 def share_module(learn, m:nn.Module):
     "Make network `m` the same on every process: BatchNorm to `SyncBatchNorm` if the Learner's `DistributedTrainer` asks (and the device allows it), weights from rank 0"
@@ -87,18 +86,6 @@ def share_module(learn, m:nn.Module):
         if _sync_bn_works(m): nn.SyncBatchNorm.convert_sync_batchnorm(m)   # in place below the root: the parameters stay the same objects
         else: warnings.warn(f"{type(m).__name__}: SyncBatchNorm does not run on the CPU, its BatchNorm keeps per-process statistics")
     return broadcast_module(m)
-
-def discriminators(learn):
-    "The discriminators of the Learner's GAN trainers by name: a trainer's `discriminators` dict, or its `discriminator`"
-    ds = {}
-    for i, cb in enumerate(learn.cbs):
-        d = cb.__dict__.get('discriminators', None)
-        if d is None and hasattr(type(cb), 'discriminators'): d = cb.discriminators
-        if d is None and isinstance(cb.__dict__.get('discriminator'), nn.Module): d = {'D': cb.discriminator}
-        for k, v in (d or {}).items():
-            if v is not None: ds[k if k not in ds else f'{k}{i}'] = v
-    return ds
-
 
 # %% ../nbs/12_distributed.ipynb #52232ec3
 class GlooDistributedDL(DistributedDL):
@@ -114,14 +101,14 @@ class GlooDistributedDL(DistributedDL):
     @device.setter
     def device(self, d): pass   # the wrapped loader's device is the one batches go to
 
-def _wrap_dl(self, dl):
-    "`DistributedTrainer._wrap_dl` with `GlooDistributedDL`, on the loader's own device"
+def _gloo_dl(self, dl):
+    "How `DistributedTrainer` wraps a loader, with `GlooDistributedDL`, on the loader's own device"
     return dl if isinstance(dl, DistributedDL) else GlooDistributedDL(dl)
 
 
 # %% ../nbs/12_distributed.ipynb #98e7e7bc
 class DistributedGAN(Callback):
-    "With `learn.distrib_ctx()`: discriminators shared (SyncBatchNorm, rank 0's weights, gradients averaged by `average_grads`), and fastai's DDP on the CPU over gloo"
+    "With `learn.distrib_ctx()`: fastai's DDP on the CPU over gloo, and the generator's parameters noted for `average_grads` (the trainers share the discriminators)"
     order = DistributedTrainer.order - 0.5   # fixes `DistributedTrainer` before its `before_fit` wraps anything
     _stateattrs = ('dt',)
     def __init__(self, timeout:float=600.): store_attr()   # seconds a collective waits for the other processes
@@ -131,13 +118,12 @@ class DistributedGAN(Callback):
         self.dt = first(cb for cb in self.learn.cbs if isinstance(cb, DistributedTrainer))
         if self.dt is None or num_distrib() < 2: return
         if torch.device(self.learn.dls.device or 'cpu').type == 'cpu': self._cpu_fixes()
-        self.dt._wrap_dl = MethodType(_wrap_dl, self.dt)   # this trainer's loaders only: fastai's own class is left alone
-        for D in discriminators(self.learn).values(): share_module(self.learn, D)
+        wrap_loaders_with(self.dt, _gloo_dl)   # this trainer's loaders only: fastai's own class is left alone
 
     def _cpu_fixes(self):
         "What fastai 2.8's `DistributedTrainer` lacks on the CPU: an Accelerator that forms the job (gloo), no SyncBatchNorm"
         if self.dt.accelerator.distributed_type == DistributedType.NO:   # built without `cpu=True`: it would run unrelated fits
-            AcceleratorState._reset_state(reset_partial_state=True)
+            reset_accelerator_state()
             kw = InitProcessGroupKwargs(timeout=timedelta(seconds=self.timeout))
             self.dt.accelerator = Accelerator(cpu=True, kwargs_handlers=[kw])
         if self.dt.sync_bn and _has_bn(self.learn.model):

@@ -17,6 +17,8 @@ from fastai.metrics import ValueMetric
 from fastai.callback.fp16 import MixedPrecision, AMPMode
 from fastai.torch_core import default_device
 from .core import StateDictCallback
+from .internals import (BatchNormBase, NormBase, DropoutBase, is_compiled, step_unless_found_inf, in_fit,
+                                     off_for_this_fit, smoothed_loss)
 from .distributed import is_distributed, average_grads, share_module, DistributedGAN, flat_by_dtype, unflat
 from .progress import sync_free_bar
 
@@ -42,7 +44,7 @@ def _amp_dtype(learn, device_type):
     "The autocast dtype asked for with `learn.to_fp16()`/`to_bf16()` (or `None`), switching fastai's `MixedPrecision` off"
     mp = first(cb for cb in learn.cbs if isinstance(cb, MixedPrecision))
     if mp is None: return None
-    mp.run = False   # fastai resets `run` after the fit
+    off_for_this_fit(mp)   # the trainer's own autocast replaces it
     if mp.amp_mode == AMPMode.BF16: return torch.bfloat16
     if device_type != 'cuda':
         raise ValueError(f"fp16 mixed precision needs a CUDA device, this Learner runs on {device_type!r}: "
@@ -76,20 +78,15 @@ def _grad_norm(params):
     return nn.utils.get_total_norm(grads) if grads else torch.zeros(())
 
 def _step_unless(bad, opt):
-    "Step `opt` unless `bad`: on the device for optimizers that take PyTorch's `found_inf` (fused Adam), else with a host sync"
-    topt = getattr(opt, 'opt', opt)
-    if getattr(topt, '_step_supports_amp_scaling', False):
-        topt.found_inf = bad.float()   # the fused kernel leaves weights and state untouched when it is 1
-        try: topt.step()
-        finally: del topt.found_inf
-    elif not bad.item(): opt.step()
+    "Step `opt` unless `bad`: on the device for fused optimizers (see `internals`), else with a host sync"
+    if not step_unless_found_inf(getattr(opt, 'opt', opt), bad) and not bad.item(): opt.step()
 
 # %% ../nbs/04a_gan.ipynb #c84d3815
 @contextmanager
 def paper_test_mode(model):
     "Dropout on, BatchNorm on batch statistics (without updating the running ones), as the pix2pix paper tests"
-    bns = [m for m in model.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm) and m.track_running_stats]
-    drops = [m for m in model.modules() if isinstance(m, nn.modules.dropout._DropoutNd)]
+    bns = [m for m in model.modules() if isinstance(m, BatchNormBase) and m.track_running_stats]
+    drops = [m for m in model.modules() if isinstance(m, DropoutBase)]
     modes = [(m, m.training) for m in bns + drops]
     for m in bns: m.track_running_stats = False; m.train()
     for m in drops: m.train()
@@ -138,7 +135,7 @@ class NonFiniteError(FloatingPointError):
 # %% ../nbs/04a_gan.ipynb #38c02f2c
 def norm_stats(*models):
     "The running statistics of the BatchNorm layers of `models`, and a copy of them (one flat tensor per dtype)"
-    bufs = [b for model in models for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase)
+    bufs = [b for model in models for m in model.modules() if isinstance(m, NormBase)
             for b in m.buffers(recurse=False)]
     return bufs, {dt: flat for dt, (_, flat) in flat_by_dtype(bufs).items()}
 
@@ -155,17 +152,13 @@ def _speed_up(m, channels_last=False, compile=False):
     "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`; pickling drops it)"
     if m is None: return m
     if channels_last: m.to(memory_format=torch.channels_last)
-    if compile and m._compiled_call_impl is None: m.compile()
+    if compile and not is_compiled(m): m.compile()
     return m
 
 def _cl(t):
     "Batch `t` (or a tuple of them) in channels_last memory format"
     if isinstance(t, (tuple, list)): return type(t)(_cl(o) for o in t)
     return t.contiguous(memory_format=torch.channels_last) if torch.is_tensor(t) and t.ndim == 4 else t
-
-def in_fit(learn):
-    "Whether the events come from `fit`: `validate`, `get_preds`, `predict` and `lr_find` send `before_fit` too"
-    return not (learn.lock.locked() or hasattr(learn, 'lr_finder') or hasattr(learn, 'gather_preds'))
 
 # %% ../nbs/04a_gan.ipynb #87c880f3
 class _LastValue:
@@ -196,6 +189,7 @@ class AdversarialTrainer(StateDictCallback):
         store_attr()
         self.d_opt = self.g_scaler = self.d_scaler = self.amp_dtype = None
         self.hist, self._avg, self._n, self.n_skipped, self._row, self._warned_opt = [], None, 0, 0, 0, False
+        self._shared = set()   # the discriminators made the same on every process in this fit
         self._metrics = [ValueMetric(_LastValue(self, i), c) for i, c in enumerate(self.cols)]
 
     @property
@@ -212,6 +206,7 @@ class AdversarialTrainer(StateDictCallback):
         fp16 = self.amp_dtype == torch.float16
         if fp16 and self.g_scaler is None: self.g_scaler, self.d_scaler = (torch.amp.GradScaler(self.device_type) for _ in '12')
         if not fp16: self.g_scaler = self.d_scaler = None
+        self._shared = set()
         for D in self.discriminators.values():
             if D is not None: D.to(self.device).train()
         for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
@@ -261,12 +256,15 @@ class AdversarialTrainer(StateDictCallback):
     def make_discriminator(self, name:str, in_ch:int): raise NotImplementedError
 
     def setup_discriminators(self, in_chs:dict|None=None):
-        "The discriminators (building the missing ones for `in_chs[name]` input channels) and their one optimizer"
+        "The discriminators (building the missing ones for `in_chs[name]` input channels), the same on every process, and their one optimizer"
         for k, D in self.discriminators.items():
-            if D is not None: continue
-            n = (in_chs or {}).get(k)
-            if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
-            setattr(self, k, _speed_up(share_module(self.learn, self.make_discriminator(k, n).to(learner_device(self.learn)).train()), self.channels_last, self.compile))
+            if D is None:
+                n = (in_chs or {}).get(k)
+                if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
+                D = self.make_discriminator(k, n).to(learner_device(self.learn)).train()
+            elif k in self._shared or not is_distributed(): continue
+            setattr(self, k, _speed_up(share_module(self.learn, D), self.channels_last, self.compile))
+            if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
@@ -303,7 +301,7 @@ class AdversarialTrainer(StateDictCallback):
         rec = getattr(self.learn, 'recorder', None)
         if rec is not None and torch.is_tensor(self.learn.loss):   # `Recorder` lerps towards `learn.loss`
             loss = self.learn.loss
-            self.learn.loss = torch.where(bad, rec.smooth_loss.val.to(loss.device, non_blocking=True), loss)
+            self.learn.loss = torch.where(bad, smoothed_loss(rec).to(loss.device, non_blocking=True), loss)
 
     def _log(self, bad, *vals):
         "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"

@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner
 from .data import image_modes, is_deep, read_image, write_image
+from .internals import ConvBase
 from .gan import paper_test_mode, find_trainer
 
 # %% auto #0
@@ -74,7 +75,7 @@ def generator_settings(o, test_mode:str='paper', size:int|None=256):
         t = find_trainer(o)
         return dict(generator_settings(o.model, getattr(t, 'test_mode', 'eval'), getattr(o.dls, 'crop_size', size)),
                     in_ch=getattr(o.dls, 'in_ch', None) or generator_settings(o.model)['in_ch'])
-    conv = next((m for m in o.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
+    conv = next((m for m in o.modules() if isinstance(m, ConvBase)), None)
     in_ch = getattr(o, 'in_ch', None) or getattr(conv, 'in_channels', 3)
     return dict(in_ch=in_ch, multiple=getattr(o, 'multiple', 1), size=size, test_mode=test_mode)
 

@@ -12,6 +12,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.utils import parametrize
 from fastcore.basics import store_attr
+from .internals import ConvBase, BatchNormBase
 
 # %% auto #0
 __all__ = ['norms', 'norm_layer', 'init_weights', 'check_input', 'UnetBlock', 'UnetGenerator', 'ResnetBlock', 'Downsample',
@@ -37,11 +38,11 @@ def init_weights(module:nn.Module, init:str='normal', gain:float=0.02):
     "Initialise conv and linear weights of `module` by `init` (biases 0), BatchNorm weights N(1, `gain`) (biases 0)"
     if init not in _inits: raise ValueError(f"init must be one of {', '.join(map(repr, _inits))}, got {init!r}")
     for m in module.modules():
-        if isinstance(m, (nn.modules.conv._ConvNd, nn.Linear)):
+        if isinstance(m, (ConvBase, nn.Linear)):
             w = m.parametrizations.weight.original if parametrize.is_parametrized(m, 'weight') else m.weight
             _inits[init](w, gain)
             if m.bias is not None: nn.init.zeros_(m.bias)
-        elif isinstance(m, nn.modules.batchnorm._BatchNorm) and m.affine:
+        elif isinstance(m, BatchNormBase) and m.affine:
             nn.init.normal_(m.weight, 1., gain)
             nn.init.zeros_(m.bias)
     return module

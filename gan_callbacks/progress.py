@@ -9,6 +9,7 @@ from fastcore.basics import store_attr
 from fastai.imports import noop   # the `noop` fastai's `no_logging` puts in `learn.logger` (not fastcore's)
 from fastcore.imports import IN_NOTEBOOK
 from fastai.callback.progress import ProgressCallback, master_bar
+from .internals import replaced_logger, set_replaced_logger
 
 # %% auto #0
 __all__ = ['SyncFreeProgressCallback', 'sync_free_bar']
@@ -39,15 +40,15 @@ class SyncFreeProgressCallback(ProgressCallback):
         self.show, self._next = _can_draw_bars() if self.bars is None else self.bars, noop
         if self.create_mbar: self.mbar = master_bar(list(range(self.n_epoch))) if self.show else _TableLines()
         prev, cbs = self.learn.logger, list(self.learn.cbs.sorted('order'))
-        self.old_logger = self._base = prev
+        self._base = prev; set_replaced_logger(self, prev)
         if prev is noop: return
         self._write_stats(self.recorder.metric_names)
         owner = getattr(prev, '__self__', None)
         if owner in cbs[:cbs.index(self)]:
             # loggers set up first (e.g. a `CSVLogger` given to the `Learner`) end their chain in `print`: end it in the table
             for cb in cbs:
-                if getattr(cb, 'old_logger', None) is print: cb.old_logger = self._write_stats
-            self.old_logger = self._base = print
+                if replaced_logger(cb) is print: set_replaced_logger(cb, self._write_stats)
+            self._base = print; set_replaced_logger(self, print)
             return
         if prev is print or owner in cbs: self._base = print   # `owner` after this one: a leftover of the last fit
         else: self._next = prev                                # a logger function of the user's gets the rows too
@@ -63,7 +64,7 @@ class SyncFreeProgressCallback(ProgressCallback):
         if not hasattr(self, '_base'): return
         self.learn.logger = self._base
         for cb in self.learn.cbs:
-            if cb is not self and hasattr(cb, 'old_logger'): cb.old_logger = self._base
+            if cb is not self and replaced_logger(cb) is not None: set_replaced_logger(cb, self._base)
 
     def _launch_pbar(self):
         if self.show: super()._launch_pbar()

@@ -14,7 +14,8 @@ import fastai.vision.all as _fastai_all
 from fastai.learner import Learner, Recorder
 from fastai.optimizer import Optimizer, OptimWrapper
 from fastai.layers import flatten_model
-from .core import StateDictCallback, _last_metrics
+from .core import StateDictCallback, last_metrics
+from .internals import become
 
 # %% auto #0
 __all__ = ['Callback', 'Floats', 'Rank0Tensor', 'TensorOrNumber', 'MetricsList', 'TensorOrNumList', 'MetricFuncList', 'PBar',
@@ -118,7 +119,7 @@ class V1Recorder(Recorder):
             if getattr(self, 'cancel_train', False):
                 self.log = self.log[:1] + [None]*(1 + (len(self.metrics) if self.train_metrics else 0)) + self.log[1:]
             if getattr(self, 'cancel_valid', False) and self.valid_metrics: self.log += [None]*(1 + len(self.metrics))
-            base = _last_metrics(self.learn) or []
+            base = last_metrics(self.learn) or []
             extra = list(_v1_state(self.learn).get('last_metrics') or [])[len(base):]
             self.log += [_to_float(v) for v in (extra + [None]*len(names))[:len(names)]]
         super().after_epoch()
@@ -132,7 +133,7 @@ _v1_classes = {Optimizer: V1Optimizer, OptimWrapper: V1OptimWrapper, Recorder: V
 
 def _as_v1(o):
     "Give `o` (fastai's `Optimizer`, `OptimWrapper` or `Recorder`) v1's surface, in place and for this object only"
-    if o is not None and type(o) in _v1_classes: object.__setattr__(o, '__class__', _v1_classes[type(o)])
+    if o is not None and type(o) in _v1_classes: become(o, _v1_classes[type(o)])
     return o
 
 def v1_learner(learn:Learner):

@@ -8,7 +8,7 @@ import fastai.callback.progress  # Learner.no_bar
 from fastai.distributed import rank_distrib
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator
 from gan_callbacks.data import UnpairedDL
-from gan_callbacks.gan import AdversarialTrainer
+from gan_callbacks.gan import AdversarialTrainer, find_trainer
 from gan_callbacks.pix2pix import Pix2pixTrainer
 from gan_callbacks.cyclegan import cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
@@ -55,7 +55,7 @@ def make_cyclegan(path, seed, bs=2, data=None, **kw):
     trainer(learn).make_discriminator = partial(tiny_d, seed)
     return learn
 
-def trainer(learn): return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
+trainer = find_trainer   # the GAN trainer of a Learner
 
 def nets(learn):
     "The state of the generator (`G`) and of every discriminator, by name"

@@ -1,0 +1,193 @@
+"One test per reach into fastai, fasttransform/plum, PyTorch and Accelerate internals (`gan_callbacks.internals`): each fails when the behaviour relied on changes."
+import pickle, random
+import pytest, torch
+from torch import nn
+from fastai.basics import Learner, DataLoaders, Callback, MSELossFlat, CancelEpochException, TfmdDL, Transform
+from fastai.callback.progress import CSVLogger, ProgressCallback
+from fastai.optimizer import Adam
+import fastai.callback.schedule   # Learner.lr_find
+from gan_callbacks import internals as I
+
+
+def tiny_learner(cbs=None, n=8):
+    items = [(torch.ones(2) * i, torch.zeros(1)) for i in range(n)]
+    dls = DataLoaders.from_dsets(items, items[:4], bs=4, device='cpu')
+    return Learner(dls, nn.Linear(2, 1), loss_func=MSELossFlat(), cbs=cbs)
+
+
+# --- PyTorch
+
+def test_layer_base_classes():
+    for m in (nn.BatchNorm1d(2), nn.BatchNorm2d(2), nn.SyncBatchNorm(2)): assert isinstance(m, I.BatchNormBase) and isinstance(m, I.NormBase)
+    assert isinstance(nn.InstanceNorm2d(2), I.NormBase) and not isinstance(nn.InstanceNorm2d(2), I.BatchNormBase)
+    for m in (nn.Dropout(), nn.Dropout2d()): assert isinstance(m, I.DropoutBase)
+    for m in (nn.Conv2d(1, 1, 1), nn.ConvTranspose2d(1, 1, 1)): assert isinstance(m, I.ConvBase)
+
+def test_is_compiled():
+    m = nn.Linear(2, 2)
+    assert not I.is_compiled(m)
+    m.compile()   # in place, compiled lazily at the first call
+    assert I.is_compiled(m)
+
+@pytest.mark.parametrize('bad', [False, True])
+def test_fused_adam_skips_on_found_inf(bad):
+    p = nn.Parameter(torch.ones(3))
+    opt = torch.optim.Adam([p], lr=0.1, fused=True)
+    p.grad = torch.ones(3)
+    assert I.step_unless_found_inf(opt, torch.tensor(bad))
+    assert torch.equal(p.detach(), torch.ones(3)) == bad
+    assert not hasattr(opt, 'found_inf')
+    assert not I.step_unless_found_inf(torch.optim.SGD([p], lr=0.1), torch.tensor(False))   # no in-kernel skipping: the caller syncs
+
+def test_copy_into():
+    ts = [torch.zeros(2), torch.zeros(3)]
+    I.copy_into(ts, [torch.ones(2), torch.full((3,), 2.)])
+    assert ts[0].tolist() == [1, 1] and ts[1].tolist() == [2, 2, 2]
+
+
+# --- fastai Learner, callbacks, Recorder
+
+class Boom(Callback):
+    def __init__(self, exc): self.exc = exc
+    def after_batch(self):
+        if self.training: raise self.exc
+
+def test_wrap_epoch_events_sees_crashes_not_cancels():
+    seen = []
+    learn = tiny_learner(cbs=Boom(RuntimeError('x')))
+    I.wrap_epoch_events(learn, seen.append)
+    with pytest.raises(RuntimeError): learn.fit(1)
+    assert len(seen) == 1 and isinstance(seen[0], RuntimeError)
+    learn = tiny_learner(cbs=Boom(CancelEpochException()))
+    I.wrap_epoch_events(learn, seen.append)
+    learn.fit(2)   # cancelled epochs: fastai handles them, no crash
+    assert len(seen) == 1
+    I.unwrap_epoch_events(learn)
+    assert '_with_events' not in learn.__dict__
+
+class Seen(Callback):
+    def before_fit(self): self.learn.seen = I.in_fit(self.learn)
+
+def test_in_fit():
+    learn = tiny_learner(cbs=Seen())
+    learn.fit(1); assert learn.seen
+    learn.validate(); assert not learn.seen
+    learn.get_preds(); assert not learn.seen
+    with learn.no_bar(): learn.lr_find(num_it=4, show_plot=False, suggest_funcs=())
+    assert not learn.seen
+
+class Count(Callback):
+    n = 0
+    def after_batch(self):
+        self.n += 1
+        if self.n == 1: I.off_for_this_fit(self)
+
+def test_off_for_this_fit():
+    cb = Count()
+    learn = tiny_learner(cbs=cb)
+    learn.fit(2); assert cb.n == 1 and cb.run
+    learn.fit(1); assert cb.n == 1 + 3   # on again for the whole next fit: 2 training and 1 validation batch
+
+def test_replaced_logger_chain(tmp_path):
+    mine = []
+    learn = tiny_learner(cbs=CSVLogger(fname='h.csv'))
+    learn.path = tmp_path
+    learn.logger = mine.append
+    class Peek(Callback):
+        order = 70
+        def before_fit(self): self.learn.peek = I.replaced_logger(self.learn.csv_logger)
+    learn.add_cb(Peek())
+    class Swap(Callback):
+        order = 71
+        def before_fit(self): I.set_replaced_logger(self.learn.csv_logger, mine.append)
+    learn.add_cb(Swap())
+    with learn.no_bar(): learn.fit(1)
+    assert learn.peek is not None and len(mine) == 1   # the row went through `old_logger`, which after_fit put back
+    assert learn.logger == mine.append
+    assert I.replaced_logger(nn.Linear(1, 1)) is None
+
+def test_valid_metrics_and_smoothed_loss():
+    from fastai.metrics import mae
+    learn = tiny_learner()
+    learn.metrics = [mae]
+    with learn.no_bar(): learn.fit(1)
+    assert [type(m).__name__ for m in I.valid_metrics(learn.recorder)] == ['AvgLoss', 'AvgMetric']   # the valid loss, then the metrics
+    assert len(learn.recorder.log) == 1 + 1 + 2 + 1 and I.valid_metrics(object()) is None   # epoch, train loss, those, time
+    rec = learn.recorder
+    assert torch.allclose(I.smoothed_loss(rec) / (1 - rec.smooth_loss.beta ** rec.smooth_loss.count), rec.smooth_loss.value)
+
+def test_recorder_history_round_trip():
+    learn = tiny_learner()
+    with learn.no_bar(): learn.fit(2)
+    h = I.recorder_history(learn.recorder)
+    other = tiny_learner()
+    with other.no_bar(): other.fit(1)
+    I.set_recorder_history(other.recorder, h)
+    r = other.recorder
+    assert [list(v) for v in r.values] == [list(v) for v in learn.recorder.values]
+    assert r.lrs == learn.recorder.lrs and r.iters == learn.recorder.iters and len(r.losses) == 4
+    assert (r.smooth_loss.count, float(r.smooth_loss.val)) == (learn.recorder.smooth_loss.count, float(learn.recorder.smooth_loss.val))
+    with other.no_bar(): other.fit(1)   # and it goes on from there
+    assert len(other.recorder.values) == 1 and len(other.recorder.losses) == 2
+
+def test_become():
+    p = nn.Parameter(torch.ones(2))
+    opt = Adam([p], lr=0.1)
+    class MyAdam(type(opt)):
+        def lr(self): return self.hypers[0]['lr']
+    I.become(opt, MyAdam)
+    assert isinstance(opt, MyAdam) and opt.lr() == 0.1
+    p.grad = torch.ones(2); opt.step()
+    assert not torch.equal(p.detach(), torch.ones(2))
+
+
+# --- fastai loaders, fasttransform
+
+class Draw(Transform):
+    "A batch transform drawing a random number"
+    def encodes(self, x:torch.Tensor): return x + random.random()
+
+def test_first_use_pass_draws_as_fastai_does():
+    "A fresh `TfmdDL` makes one pass through its batch transforms when first asked for `n_inp` (the Learner asks at its first batch)"
+    def make(): return TfmdDL([torch.zeros(1)] * 4, bs=2, after_batch=Draw())
+    random.seed(0); seeded = random.getstate()
+    make().n_inp; first_use = random.getstate()
+    assert first_use != seeded   # that pass drew random numbers
+    random.seed(0); dl = make(); I.first_use_pass(dl)
+    assert random.getstate() == first_use   # the same draws
+    dl.n_inp; I.first_use_pass(dl)
+    assert random.getstate() == first_use   # and no pass any more
+
+def test_raw_batches_as_fastai_iterates():
+    dl = TfmdDL(list(range(10)), bs=4, shuffle=True)
+    dl.rng.seed(1); fastai = [b.tolist() for b in dl]
+    dl.rng.seed(1); dl.randomize(); dl.before_iter()
+    ours = [dl.after_batch(b).tolist() for b in I.raw_batches(dl)]
+    dl.after_iter()
+    assert ours == fastai
+
+def double(x): return x * 2
+def halve(x): return x / 2
+
+def test_transforms_of_functions_pickle():
+    I.pickle_transforms_by_function()
+    t = Transform(double, halve)
+    u = pickle.loads(pickle.dumps(t))
+    assert u(3) == 6 and u.decode(6) == 3
+
+
+# --- fastai DistributedTrainer, Accelerate
+
+def test_wrap_loaders_with():
+    from fastai.distributed import DistributedTrainer
+    dt = DistributedTrainer.__new__(DistributedTrainer)   # no process group: only the wrapping is looked at
+    I.wrap_loaders_with(dt, lambda self, dl: ('wrapped', dl))
+    assert dt._wrap_dl('dl') == ('wrapped', 'dl')
+    assert DistributedTrainer._wrap_dl is not dt._wrap_dl   # the class is left alone
+
+def test_reset_accelerator_state():
+    from accelerate.state import AcceleratorState, PartialState
+    PartialState(cpu=True)
+    assert PartialState._shared_state
+    I.reset_accelerator_state()
+    assert not PartialState._shared_state and not AcceleratorState._shared_state
