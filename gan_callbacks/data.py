@@ -21,9 +21,9 @@ from skimage.feature import canny
 # %% auto #0
 __all__ = ['image_modes', 'sample_photos', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'open_image',
            'ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs', 'check_images',
-           'ToImage', 'Pix2pixDL', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
-           'UnpairedDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home', 'sample_pairs', 'sample_mapping',
-           'sample_unpaired']
+           'ToImage', 'Pix2pixDL', 'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile',
+           'UnpairedDL', 'UnpairedDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home', 'sample_pairs',
+           'sample_mapping', 'sample_unpaired']
 
 # %% ../nbs/03_data.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -107,9 +107,10 @@ def check_sizes(load_size=286, crop_size=256, num_downs=None):
 
 # %% ../nbs/03_data.ipynb #b8585e80
 def resize_bicubic(x, size):
-    "Uint8 image tensor `x` (C, H, W) resized to `size` x `size` with Pillow's bicubic filter, on uint8"
+    "Uint8 image tensor `x` ((N,) C, H, W) resized to `size` x `size` with Pillow's bicubic filter, on uint8"
     if x.shape[-2:] == (size, size): return x
-    return F.interpolate(x[None], size=(size, size), mode='bicubic', antialias=True)[0]
+    if x.ndim == 3: return resize_bicubic(x[None], size)[0]
+    return F.interpolate(x, size=(size, size), mode='bicubic', antialias=True)
 
 class ResizeCropFlip(RandTransform):
     "pix2pix's resize to `load_size`, random `crop_size` crop and flip, shared by an item's images; validation: resize to `crop_size`"
@@ -132,13 +133,28 @@ class ResizeCropFlip(RandTransform):
         x = x.crop((self.left, self.top, self.left+self.crop_size, self.top+self.crop_size))
         return x.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if self.flip else x
 
-    def encodes(self, x:TensorImage):
+    def encodes(self, x:TensorImage): return self._tensors([x])[0]
+
+    def __call__(self, b, split_idx=None, **kwargs):
+        if not _same_uint8(b): return super().__call__(b, split_idx=split_idx, **kwargs)
+        self.before_call(b, split_idx)
+        return type(b)(self._tensors(b))   # A and B resized in one call, no dispatch per image
+
+    def _tensors(self, xs):
+        "Images `xs` (uint8 tensors of one shape) resized, cropped and flipped with plain tensor ops"
         if self.resample != Image.Resampling.BICUBIC: raise ValueError(f"{type(self).__name__}: tensors are resized bicubic only, not with {self.resample!r}")
-        t = x.as_subclass(Tensor)   # plain tensor ops: no fastai type dispatch per op
-        if not self.train: return type(x)(resize_bicubic(t, self.crop_size).contiguous())
+        t = torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)   # channels last, as the uint8 kernel wants
         c = self.crop_size
-        t = resize_bicubic(t, self.load_size)[:, self.top:self.top+c, self.left:self.left+c]
-        return type(x)((t.flip(-1) if self.flip else t).contiguous())
+        if not self.train: t = resize_bicubic(t, c)
+        else:
+            t = resize_bicubic(t, self.load_size)[..., self.top:self.top+c, self.left:self.left+c]
+            if self.flip: t = t.flip(-1)
+        return [type(x)(o.contiguous()) for x, o in zip(xs, t)]
+
+def _same_uint8(b):
+    "Whether `b` is a tuple of uint8 image tensors of one shape"
+    return (isinstance(b, tuple) and len(b) > 0 and all(isinstance(x, TensorImage) and x.dtype == torch.uint8 for x in b)
+            and all(x.shape == b[0].shape for x in b))
 
 # %% ../nbs/03_data.ipynb #43ddffd2
 def _list(xs, n=10):
@@ -238,6 +254,16 @@ class Pix2pixDL(TfmdDL):
         self.after_iter()
         if hasattr(self, 'it'): del(self.it)
 
+# %% ../nbs/03_data.ipynb #13d21aab
+class IntToSignedFloat(DisplayedTransform):
+    "Integer image batches to float32 in [-1, 1], as fastai's `IntToFloatTensor` then `Normalize.from_stats(0.5, 0.5)` but in one transform on plain tensors"
+    order = 10
+    def __init__(self, div=255.): super().__init__(); store_attr()
+    def encodes(self, x:TensorImage):
+        t = x.as_subclass(Tensor).to(torch.float32, copy=True)
+        return type(x)(t.div_(self.div).sub_(0.5).div_(0.5))   # the same float32 operations as the reference's ToTensor + Normalize
+    def decodes(self, x:TensorImage): return type(x)(((x.as_subclass(Tensor) * 0.5 + 0.5).clamp(0., 1.) * self.div).long())
+
 # %% ../nbs/03_data.ipynb #8bc2f9da
 def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_size=256, in_ch=3, out_ch=3, splitter=None):
     "A `DataBlock` of (input, target) images from A|B file names ('aligned') or (A, B) file pairs ('separate')"
@@ -245,11 +271,10 @@ def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_si
     if direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', not {direction!r}")
     get = ImageHalf if layout=='aligned' else PairFile
     i,j = (0,1) if direction=='AtoB' else (1,0)
-    blocks = (TransformBlock(ToImage(image_type(in_ch)), batch_tfms=IntToFloatTensor),
-              TransformBlock(ToImage(image_type(out_ch), loss_func=L1LossFlat()), batch_tfms=IntToFloatTensor))
+    blocks = (TransformBlock(ToImage(image_type(in_ch))), TransformBlock(ToImage(image_type(out_ch), loss_func=L1LossFlat())))
     return DataBlock(blocks=blocks, n_inp=1, dl_type=Pix2pixDL,
                      getters=[get(i, image_modes[in_ch], load_size), get(j, image_modes[out_ch], load_size)], splitter=splitter,
-                     item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=Normalize.from_stats(0.5, 0.5))
+                     item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=IntToSignedFloat())
 
 # %% ../nbs/03_data.ipynb #f1c7e6b5
 class Pix2pixDataLoaders(DataLoaders):
@@ -338,7 +363,7 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
         device = torch.device(ifnone(device, default_device()))
         kwargs = _loader_defaults(device, num_workers, **kwargs)
         dls = Datasets(tls=tls, n_inp=2).dataloaders(bs=bs, path=path, device=device,
-            dl_type=UnpairedDL, after_item=ToTensor(), after_batch=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)], **kwargs)
+            dl_type=UnpairedDL, after_item=ToTensor(), after_batch=IntToSignedFloat(), **kwargs)
         if not len(dls.train): raise ValueError(f"No training batch: {len(trn[0])} A images in {path/(train+'A')} for bs={bs}")
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=out_ch, load_size=load_size,
                    crop_size=crop_size)
