@@ -133,7 +133,7 @@ class ResizeCropFlip(RandTransform):
         x = x.crop((self.left, self.top, self.left+self.crop_size, self.top+self.crop_size))
         return x.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if self.flip else x
 
-    def encodes(self, x:TensorImage): return self._tensors([x])[0]
+    def encodes(self, x:TensorImage): return self._tensors([x])[0]   # (C, H, W) uint8
 
     def __call__(self, b, split_idx=None, **kwargs):
         if not _same_uint8(b): return super().__call__(b, split_idx=split_idx, **kwargs)
@@ -143,18 +143,20 @@ class ResizeCropFlip(RandTransform):
     def _tensors(self, xs):
         "Images `xs` (uint8 tensors of one shape) resized, cropped and flipped with plain tensor ops"
         if self.resample != Image.Resampling.BICUBIC: raise ValueError(f"{type(self).__name__}: tensors are resized bicubic only, not with {self.resample!r}")
-        t = torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)   # channels last, as the uint8 kernel wants
+        # plain tensors (fastai's subclass dispatch costs more than these ops), channels last, as the uint8 kernel wants
+        t = torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)
         c = self.crop_size
         if not self.train: t = resize_bicubic(t, c)
         else:
             t = resize_bicubic(t, self.load_size)[..., self.top:self.top+c, self.left:self.left+c]
             if self.flip: t = t.flip(-1)
-        return [type(x)(o.contiguous()) for x, o in zip(xs, t)]
+        return [type(x)(o) for x, o in zip(xs, t)]   # views, channels last: made contiguous with the conversion to float
 
 def _same_uint8(b):
     "Whether `b` is a tuple of uint8 image tensors of one shape"
-    return (isinstance(b, tuple) and len(b) > 0 and all(isinstance(x, TensorImage) and x.dtype == torch.uint8 for x in b)
-            and all(x.shape == b[0].shape for x in b))
+    if not (isinstance(b, tuple) and b and all(isinstance(x, TensorImage) for x in b)): return False
+    ts = [x.as_subclass(Tensor) for x in b]
+    return all(t.dtype == torch.uint8 and t.shape == ts[0].shape for t in ts)
 
 # %% ../nbs/03_data.ipynb #43ddffd2
 def _list(xs, n=10):
@@ -260,7 +262,7 @@ class IntToSignedFloat(DisplayedTransform):
     order = 10
     def __init__(self, div=255.): super().__init__(); store_attr()
     def encodes(self, x:TensorImage):
-        t = x.as_subclass(Tensor).to(torch.float32, copy=True)
+        t = x.as_subclass(Tensor).to(torch.float32, memory_format=torch.contiguous_format, copy=True)
         return type(x)(t.div_(self.div).sub_(0.5).div_(0.5))   # the same float32 operations as the reference's ToTensor + Normalize
     def decodes(self, x:TensorImage): return type(x)(((x.as_subclass(Tensor) * 0.5 + 0.5).clamp(0., 1.) * self.div).long())
 
