@@ -4,12 +4,14 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
+DOCS_STAMP := $(VENV)/.docs-installed
+CHROMIUM ?= /usr/bin/chromium
 DEMO_OUT ?= demo_out
 DEMO_ARGS ?= --epochs 5 --epochs-decay 5 --bs 4 --load-size 72 --crop-size 64 --ngf 32 --lr 2e-4 --seed 0
 CYCLEGAN_OUT ?= cyclegan_demo_out
 CYCLEGAN_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --lambda-idt 0 --seed 0
 
-.PHONY: install demo demo-cyclegan test check-export pytest nbtest bench readme clean
+.PHONY: install demo demo-cyclegan test check-export pytest nbtest bench readme docs docs-check clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -18,6 +20,10 @@ $(STAMP): constraints.txt settings.ini setup.py
 	touch $(STAMP)
 
 install: $(STAMP)
+
+$(DOCS_STAMP): $(STAMP)
+	$(BIN)/python -m pip install -q -c constraints.txt -e ".[dev,docs]"
+	touch $(DOCS_STAMP)
 
 ## Train pix2pix on the built-in sample data and write the results to $(DEMO_OUT)/
 demo: install
@@ -47,6 +53,15 @@ pytest: install
 
 nbtest: install
 	$(BIN)/nbdev_test --n_workers 2
+
+## The documentation site, from the notebooks and README.md, into _docs/ (nothing fetched from the network)
+docs: $(DOCS_STAMP)
+	$(BIN)/python tools/docs.py
+
+## Open every page of _docs/ in headless Chromium: fails on broken pages, links, anchors, images and JavaScript errors
+docs-check: $(DOCS_STAMP)
+	@test -x $(CHROMIUM) || { echo "docs-check needs Chromium at $(CHROMIUM) (Debian: apt-get install chromium)"; exit 1; }
+	$(BIN)/python tools/docs_check.py _docs --chromium $(CHROMIUM) --shots nbs/images
 
 bench: install
 	$(BIN)/python benchmarks/bench_step.py

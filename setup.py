@@ -24,6 +24,7 @@ min_python = cfg['min_python']
 requirements = shlex.split(cfg.get('requirements', ''))
 dev_requirements = shlex.split(cfg.get('dev_requirements', ''))
 onnx_requirements = shlex.split(cfg.get('onnx_requirements', ''))
+docs_requirements = shlex.split(cfg.get('docs_requirements', ''))
 console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
@@ -40,7 +41,7 @@ setuptools.setup(
     packages=setuptools.find_packages(exclude=['tests', 'tests.*', 'benchmarks']),
     include_package_data=True,
     install_requires=requirements,
-    extras_require={'dev': dev_requirements, 'onnx': onnx_requirements},
+    extras_require={'dev': dev_requirements, 'onnx': onnx_requirements, 'docs': docs_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + min_python,
     long_description=open('README.md', encoding='utf-8').read(),

@@ -24,7 +24,7 @@ from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
 from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores
 from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
-                                   export_generator, export_formats, preprocesses, test_modes)
+                                   export_generator, export_formats, preprocesses, test_modes, write_model_folder)
 from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
 
 # %% auto #0
@@ -280,6 +280,10 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
                    **{f'{w}_valid_{m}': col(m)[i] for m in ('psnr', 'ssim') for w, i in (('first', 0), ('final', -1))},
                    **{'input_l1': None, **baseline_scores(dls)})   # the trivial answers' L1, PSNR, SSIM (no input_* when A, B differ in shape)
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode), scores=summary, sample=grid.files[-1],
+                       training=dict(model='pix2pix', data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                                     crop_size=crop_size, lr=lr, ngf=ngf, gan_mode=gan_mode, lambda_l1=lambda_l1, direction=direction,
+                                     precision=precision, seed=seed))
     copy = '' if summary['input_l1'] is None else f", returning the input: {summary['input_l1']:.4f}"
     print(f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; "
           f"predicting the mean training image: {summary['mean_image_l1']:.4f}{copy}")
@@ -288,7 +292,8 @@ def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=1
           f"; the input: {summary['input_psnr']:.2f} dB / {summary['input_ssim']:.4f}"))
     print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
           f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
-          f"  generator.pkl   the generator (load_learner / gan_callbacks translate)\n  summary.json    L1, PSNR and SSIM figures\n"
+          f"  generator/      the generator as a model folder (safetensors, config, model card: load_generator / translate --model)\n"
+          f"  generator.pkl   the same as a fastai export (a pickle: load it only from people you trust)\n  summary.json    L1, PSNR and SSIM figures\n"
           f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
     return learn
 
@@ -298,7 +303,7 @@ _exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
 def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB'):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
     model, input = Path(model), Path(input)
-    if not model.is_file(): raise CLIError(f"--model {model}: no such file (expected generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in _exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
@@ -406,8 +411,12 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epoc
               "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**summary) + ('' if 'identity_psnr' not in summary else
               "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**summary)))
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode='eval'), scores=summary, sample=grid.files[-1],
+                       training=dict(model='cyclegan', data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                                     crop_size=crop_size, lr=lr, ngf=ngf, n_blocks=n_blocks, gan_mode=gan_mode, lambda_a=lambda_a,
+                                     lambda_b=lambda_b, lambda_idt=lambda_idt, pool_size=pool_size, precision=precision, seed=seed))
     print(f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if truth else 'a B image'}, one per epoch), "
-          f"generator.pkl (translate --direction AtoB|BtoA), summary.json, checkpoints/")
+          f"generator/ (a model folder: translate --model {out/'generator'} --direction AtoB|BtoA), generator.pkl, summary.json, checkpoints/")
     return learn
 
 # %% ../nbs/06_cli.ipynb #d424cf80
@@ -455,7 +464,7 @@ def _parser():
     c.add_argument('--pool-size', type=int, help='fake images kept for the discriminators (default 50, 0: none)')
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
-    r.add_argument('--model', required=True, help='generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
+    r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
@@ -467,10 +476,10 @@ def _parser():
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
-    x = sub.add_parser('export', help='write a generator as ONNX or as a reference state dict', description=export_generator.__doc__)
-    x.add_argument('--model', required=True, help='generator.pkl, a checkpoint, or a latest_net_G.pth')
+    x = sub.add_parser('export', help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
+    x.add_argument('--model', required=True, help='a model folder, generator.pkl, a checkpoint, or a latest_net_G.pth')
     x.add_argument('--format', choices=export_formats, required=True)
-    x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference)')
+    x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference), or the folder (--format folder)')
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
     x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")

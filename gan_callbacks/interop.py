@@ -4,7 +4,7 @@
 
 # %% ../nbs/11_interop.ipynb #a40ded97
 from __future__ import annotations
-import re, warnings
+import inspect, json, os, re, shutil, tempfile, warnings
 from collections import OrderedDict
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
@@ -15,13 +15,16 @@ from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
 from .models import UnetGenerator, ResnetGenerator, check_input
 from .pix2pix import paper_test_mode
+from .cyclegan import CycleGANModel
+from .data import image_modes, sample_photos, _photo
 from .checkpoint import CheckpointError, atomic_save, _check_fits, _FORMAT
 
 # %% auto #0
-__all__ = ['preprocesses', 'test_modes', 'export_formats', 'InteropError', 'clean_state_dict', 'infer_generator',
-           'generator_from_state_dict', 'generator_settings', 'read_generator', 'load_generator', 'reference_resize',
-           'eval_mode', 'run_generator', 'reference_options', 'export_reference', 'check_onnx', 'export_onnx',
-           'export_generator']
+__all__ = ['preprocesses', 'test_modes', 'model_file', 'config_file', 'card_file', 'sample_file', 'export_formats',
+           'InteropError', 'clean_state_dict', 'infer_generator', 'generator_from_state_dict', 'generator_settings',
+           'read_generator', 'load_generator', 'reference_resize', 'eval_mode', 'run_generator', 'reference_options',
+           'export_reference', 'check_onnx', 'export_onnx', 'network_config', 'write_model_folder', 'sample_grid',
+           'model_card', 'read_model_folder', 'export_generator']
 
 # %% ../nbs/11_interop.ipynb #bae8e6ab
 class InteropError(ValueError):
@@ -148,9 +151,10 @@ def _pick(sd, net, fn):
     return sd
 
 def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hints):
-    "The generator in `path` (fastai export, `GANCheckpoint`, or state dict) in eval mode, and its `generator_settings` (test `size` unless the file knows it)"
+    "The generator in `path` (model folder, fastai export, `GANCheckpoint`, or state dict) in eval mode, and its `generator_settings` (test `size` unless the file knows it)"
     fn, device = Path(path), default_device() if device is None else torch.device(device)
-    if not fn.is_file(): raise InteropError(f"{fn}: no such file")
+    if fn.is_dir(): return read_model_folder(fn, device)
+    if not fn.is_file(): raise InteropError(f"{fn}: no such file or folder")
     if fn.suffix == '.pkl':
         try: learn = load_learner(fn, cpu=device.type == 'cpu')
         except Exception as e: raise InteropError(f"{fn}: cannot load it as a fastai export ({type(e).__name__}: {e})") from e
@@ -165,7 +169,7 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hi
     return G, generator_settings(G, size=size)
 
 def load_generator(path, device=None, **hints):
-    "The generator in `path`: a fastai export (.pkl), a `GANCheckpoint`, or a reference state dict (.pth), ready in eval mode"
+    "The generator in `path`: a model folder, a fastai export (.pkl), a `GANCheckpoint`, or a reference state dict (.pth), ready in eval mode"
     return read_generator(path, device, **hints)[0]
 
 # %% ../nbs/11_interop.ipynb #fb9a9c5d
@@ -255,14 +259,184 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     if check: check_onnx(G, fn, x)
     return Path(fn)
 
+# %% ../nbs/11_interop.ipynb #38048049
+model_file, config_file, card_file, sample_file = 'model.safetensors', 'config.json', 'README.md', 'sample.png'
+
+def _classes():
+    "The generator classes a folder may name (nothing else is ever built from a folder)"
+    return {c.__name__: c for c, _ in _archs.values()}
+
+def network_config(G:nn.Module):
+    "The class name and arguments that rebuild generator `G`, checked by rebuilding it"
+    cls, args = infer_generator(clean_state_dict(G.state_dict()))
+    if 'use_dropout' in inspect.signature(cls).parameters: args['use_dropout'] = any(isinstance(m, nn.Dropout) for m in G.modules())
+    with torch.random.fork_rng(devices=[]): same = repr(cls(**args)) == repr(G)
+    if not same: raise InteropError(f"{type(G).__name__} is not a network a model folder can describe ({cls.__name__}({args}) differs)")
+    return dict(architecture=cls.__name__, args=args)
+
+def _networks(model):
+    "The generators of `model` by state-dict prefix: CycleGAN's `g_a.` and `g_b.`, else the one generator"
+    return {'g_a.': model.g_a, 'g_b.': model.g_b} if hasattr(model, 'g_a') else {'': model}
+
+def _plain(G, prefix=''):
+    return {prefix + k: v.detach().as_subclass(torch.Tensor).cpu().contiguous() for k, v in G.state_dict().items()}
+
+def _build(cfg, sd, source):
+    "The generator `cfg` (architecture, args) describes, with the weights of `sd`"
+    cls = _classes().get(cfg.get('architecture'))
+    if cls is None: raise InteropError(f"{source}: architecture {cfg.get('architecture')!r} is none of {', '.join(_classes())}")
+    args = cfg.get('args', {})
+    try:
+        inspect.signature(cls).bind(**args)
+        with torch.random.fork_rng(devices=[]): G = cls(**args)
+    except (TypeError, ValueError) as e: raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from None
+    try: _check_fits(G, sd, f"{cls.__name__}({args})", source)
+    except CheckpointError as e: raise InteropError(str(e)) from None
+    G.load_state_dict(sd)
+    return G
+
+_normalization = dict(range=[-1.0, 1.0], mean=0.5, std=0.5, bit_depth=8)   # pixels p of maximum m enter as (p/m - mean)/std
+
+def _is_model_folder(p):
+    try: return json.loads((p/config_file).read_text()).get('library_name') == 'gan_callbacks'
+    except (OSError, ValueError): return False
+
+def _replace_folder(tmp, out):
+    "Move the finished folder `tmp` to `out`, replacing an older model folder there only once the new one is whole"
+    old = out.with_name(f'.{out.name}.old')
+    if out.exists(): os.replace(out, old)
+    os.replace(tmp, out)
+    shutil.rmtree(old, ignore_errors=True)
+
+def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:dict|None=None, scores:dict|None=None,
+                       sample=None, name:str|None=None):
+    "Write generator (or CycleGAN pair) `model` to folder `out`: `model.safetensors`, `config.json`, and a `README.md` model card with `sample`"
+    from safetensors.torch import save_file
+    out = Path(out)
+    if out.exists() and not out.is_dir(): raise InteropError(f"{out} is a file, expected a folder for the model")
+    if out.is_dir() and any(out.iterdir()) and not _is_model_folder(out):
+        raise InteropError(f"{out} is a folder that holds other files: give a new or empty folder (or a model folder to replace)")
+    nets = _networks(model)
+    first = next(iter(nets.values()))
+    s = {**generator_settings(first), **(settings or {})}
+    arch = ({k.rstrip('.'): network_config(G) for k, G in nets.items()} if '' not in nets else network_config(first))
+    cfg = dict(library_name='gan_callbacks', format_version=1,
+               model_type=(training or {}).get('model', 'cyclegan' if '' not in nets else 'pix2pix'),
+               **({'architecture': 'CycleGANModel', 'networks': arch} if '' not in nets else arch),
+               directions=['AtoB', 'BtoA'] if '' not in nets else ['AtoB'],
+               in_ch=s['in_ch'], out_ch=arch['args']['out_ch'] if '' in nets else arch['g_a']['args']['out_ch'],
+               multiple=s['multiple'], size=s['size'], test_mode=s['test_mode'],
+               normalization=dict(_normalization, **(s.get('normalization') or {})),
+               training=training or {}, scores=scores or {})
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.tmp', dir=out.parent))
+    try:
+        save_file({k: v for p, G in nets.items() for k, v in _plain(G, p).items()}, str(tmp/model_file), metadata={'format': 'pt'})
+        (tmp/config_file).write_text(json.dumps(cfg, indent=2) + '\n')
+        if sample is None: sample = sample_grid(model, s)
+        if isinstance(sample, (str, Path)): shutil.copyfile(sample, tmp/sample_file)
+        elif sample is not False: sample.save(tmp/sample_file)
+        (tmp/card_file).write_text(model_card(cfg, name or out.name, sample is not False))
+        _replace_folder(tmp, out)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True); raise
+    return out
+
+# %% ../nbs/11_interop.ipynb #df676226
+def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
+    "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels"
+    from gan_callbacks.cli import image_grid, from_pil
+    G, s = model.g_a if hasattr(model, 'g_a') else model, settings
+    side = _round_to(max(size, s['multiple']), s['multiple'])
+    dev, rows = next(G.parameters()).device, []
+    for name in sample_photos[:n]:
+        im, ch = _photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']
+        x = from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch]
+        rows.append([x, run_generator(G, x[None].to(dev), s['test_mode'])[0].cpu()])
+    return image_grid(rows, labels=('input', 'output'))
+
+def _table(d):
+    rows = [(k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None]
+    return '\n'.join(['| | |', '|---|---|'] + [f"| {k} | {f'{v:.4g}' if isinstance(v, float) else v} |" for k, v in rows])
+
+def model_card(cfg:dict, name:str, sample:bool=True):
+    "The `README.md` of a model folder: what the model is, how to use and share it, how it was trained and how it scored"
+    nets = cfg.get('networks') or {'generator': cfg}
+    what = '; '.join(f"{k}: `{n['architecture']}({', '.join(f'{a}={v!r}' for a, v in n['args'].items())})`" for k, n in nets.items())
+    kind = dict(pix2pix='pix2pix', cyclegan='CycleGAN', cut='CUT', fastcut='FastCUT').get(cfg['model_type'], cfg['model_type'])
+    lines = ['---', 'library_name: gan_callbacks', 'pipeline_tag: image-to-image',
+             f"tags: [image-to-image, gan, {cfg['model_type']}, fastai]", '---', '', f'# {name}', '',
+             f"A {kind} generator trained with [gan_callbacks](https://github.com/gan-callbacks/gan_callbacks): {what}.", '']
+    if sample: lines += [f'![input | output on built-in photos, or validation examples]({sample_file})', '']
+    n = cfg['normalization']
+    lines += ['## Use', '', '```python', 'from gan_callbacks.interop import load_generator',
+              f"G = load_generator('{name}')   # reads {model_file} and {config_file}: no pickle, no code from the folder", '```', '',
+              'or from a shell:', '', '```bash',
+              f"gan_callbacks translate --model {name} --input photos/ --output translated/" + (' --direction BtoA' if 'BtoA' in cfg['directions'] else ''),
+              '```', '',
+              f"Inputs: {cfg['in_ch']} channel(s), pixel values p of maximum m scaled to (p/m - {n['mean']})/{n['std']} (range {n['range']}); "
+              f"outputs: {cfg['out_ch']} channel(s), same scale. Image sides are multiples of {cfg['multiple']}; trained at "
+              f"{cfg['size']} pixels; test mode `{cfg['test_mode']}` "
+              + ("(dropout on and batch statistics, as the pix2pix paper tests)." if cfg['test_mode'] == 'paper' else "(`eval()`)."), '',
+              '## Files', '', f"- `{model_file}`: the weights (safetensors: loading them runs no code)",
+              f"- `{config_file}`: architecture, channels, test mode, normalisation, training settings and scores",
+              f"- `{card_file}`: this card" + (f"; `{sample_file}`: the picture above" if sample else ''), '',
+              '## Share it on the Hugging Face Hub', '', '```python', 'from huggingface_hub import upload_folder',
+              f"upload_folder(repo_id='you/{name}', folder_path='{name}', repo_type='model')", '```', '',
+              "and load it elsewhere with `load_generator(huggingface_hub.snapshot_download('you/" + name + "'))`.", '']
+    if cfg.get('training'): lines += ['## Training', '', _table(cfg['training']), '']
+    if cfg.get('scores'): lines += ['## Scores', '', _table(cfg['scores']), '']
+    return '\n'.join(lines)
+
+# %% ../nbs/11_interop.ipynb #65bb9313
+def read_model_folder(path, device=None):
+    "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`: safetensors and JSON only, nothing unpickled"
+    from safetensors import SafetensorError
+    from safetensors.torch import load_file
+    path, device = Path(path), default_device() if device is None else torch.device(device)
+    for f in (config_file, model_file):
+        if not (path/f).is_file(): raise InteropError(f"{path}: no {f}, so not a model folder (export_generator(model, 'folder', out) writes one)")
+    try: cfg = json.loads((path/config_file).read_text())
+    except (ValueError, UnicodeDecodeError) as e: raise InteropError(f"{path/config_file}: not a JSON file ({e})") from None
+    if not isinstance(cfg, dict) or cfg.get('library_name') != 'gan_callbacks':
+        raise InteropError(f"{path/config_file}: not the config of a gan_callbacks model folder (no library_name 'gan_callbacks')")
+    try: sd = load_file(str(path/model_file), device='cpu')
+    except (SafetensorError, OSError, ValueError) as e: raise InteropError(f"{path/model_file}: cannot read it as safetensors ({e})") from None
+    if cfg.get('architecture') == 'CycleGANModel':
+        nets = cfg.get('networks') or {}
+        if set(nets) != {'g_a', 'g_b'}: raise InteropError(f"{path/config_file}: a CycleGAN folder needs networks g_a and g_b, found {', '.join(nets)}")
+        gs = [_build(nets[k], OrderedDict((n[len(k)+1:], v) for n, v in sd.items() if n.startswith(k + '.')), f"{path/model_file} ({k})")
+              for k in ('g_a', 'g_b')]
+        model = CycleGANModel(*gs)
+    else: model = _build(cfg, sd, str(path/model_file))
+    s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', 'eval'),
+             normalization=cfg.get('normalization', _normalization))
+    return model.to(device).eval(), s
+
 # %% ../nbs/11_interop.ipynb #c2ff591a
-export_formats = ('onnx', 'reference')
+export_formats = ('onnx', 'reference', 'folder')
+
+def _read(model, netG):
+    "The generator of `model` (a file or folder `read_generator` reads, a network, or a `Learner`) on the CPU and its settings"
+    if isinstance(model, Learner): return model.model.cpu().eval(), generator_settings(model)
+    if isinstance(model, nn.Module): return model.cpu().eval(), generator_settings(getattr(model, 'g_a', model))
+    return read_generator(model, device='cpu', netG=netG)
+
+def _known_scores(model):
+    "The `summary.json` written beside a trained model file, if there is one"
+    f = Path(model).parent/'summary.json' if isinstance(model, (str, Path)) and Path(model).is_file() else None
+    try: return json.loads(f.read_text()) if f is not None and f.is_file() else {}
+    except (OSError, ValueError): return {}
 
 def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None):
-    "Load the generator in file `model` (any kind `load_generator` reads) and write it to `out` as ONNX or a reference state dict"
+    "Write the generator in `model` (any file or folder `load_generator` reads, or a network) to `out`: ONNX, a reference state dict, or a model folder"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
-    G, s = read_generator(model, device='cpu', netG=netG)
+    G, s = _read(model, netG)
     out = Path(out)
+    if format == 'folder':
+        write_model_folder(G, out, dict(s, size=size or s['size']), scores=_known_scores(model))
+        print(f"Wrote {out}/: {model_file}, {config_file}, {card_file} (load_generator('{out}') or translate --model {out})")
+        return out
     if out.is_dir(): raise InteropError(f"--out {out} is a directory, expected a file name")
     out.parent.mkdir(parents=True, exist_ok=True)
     if format == 'reference':
