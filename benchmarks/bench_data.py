@@ -11,7 +11,7 @@ second (wall clock) and of images per CPU second (this process and its workers: 
 processes on a shared machine disturb much less), and the per-round ratios library/reference.
 """
 from __future__ import annotations
-import argparse, os, random, statistics, subprocess, sys, tempfile, time, warnings
+import argparse, os, random, resource, statistics, subprocess, sys, tempfile, time, warnings
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # benchmark this checkout
@@ -110,8 +110,8 @@ _TCK = os.sysconf('SC_CLK_TCK')
 def _snapshot():
     "(wall time, busy CPU seconds of the machine, CPU seconds of this process and its reaped workers)"
     with open('/proc/stat') as f: v = [int(x) for x in f.readline().split()[1:]]
-    t = os.times()
-    return time.perf_counter(), (sum(v) - v[3] - v[4]) / _TCK, t.user + t.system + t.children_user + t.children_system
+    me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)   # microseconds, not ticks
+    return time.perf_counter(), (sum(v) - v[3] - v[4]) / _TCK, me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
 
 def timed(loader):
     "Images per second, images per CPU second of this process and its workers, and the cores others used meanwhile"
