@@ -10,13 +10,17 @@ from .core import *
 from .models import *
 from .losses import *
 from .data import *
+from .optim import *
+from .progress import *
 from .gan import *
 from .pix2pix import *
 from .cyclegan import *
 from .checkpoint import *
+from .inference import *
+from .show import *
 from .cli import *
 from .metrics import *
 from .interop import *
 from .distributed import *
-from . import core, models, losses, data, gan, pix2pix, cyclegan, checkpoint, cli, metrics, interop, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, gan, pix2pix, cyclegan, checkpoint, cli, metrics, interop, distributed) for n in m.__all__))
+from . import core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, checkpoint, inference, show, cli, metrics, interop, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, checkpoint, inference, show, cli, metrics, interop, distributed) for n in m.__all__))

@@ -13,13 +13,12 @@ from fastcore.basics import store_attr, first
 from fastcore.foundation import L
 from fastai.learner import Learner
 from fastai.callback.schedule import ParamScheduler
-from fastai.torch_core import default_device
 from .core import StateDictCallback
-from .gan import AdversarialTrainer, NonFiniteError, _in_fit
+from .gan import AdversarialTrainer, NonFiniteError, in_fit, find_trainer, learner_device
 from .distributed import unwrap, rank_distrib
 
 # %% auto #0
-__all__ = ['CheckpointError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state', 'load_checkpoint',
+__all__ = ['CheckpointError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state', 'check_fits', 'load_checkpoint',
            'find_checkpoint', 'GANCheckpoint']
 
 # %% ../nbs/05_checkpoint.ipynb #dc6148ec
@@ -89,8 +88,6 @@ def set_rng_states(st, dls=None):
 # %% ../nbs/05_checkpoint.ipynb #82143c77
 _FORMAT = 'gan_callbacks.checkpoint/1'
 
-def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
-def _trainer(learn): return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
 
 def _plain(o):
     "`o` made of what `torch.load(weights_only=True)` reads: plain tensors, python numbers, lists, tuples and dicts"
@@ -113,13 +110,23 @@ def _recorder_state(rec):
 
 def checkpoint_state(learn:Learner, interrupted:dict|None=None):
     "All that is needed to continue `learn`'s fit after its current epoch (`interrupted`: where a partial epoch stopped)"
-    t, scaler = _trainer(learn), learn.__dict__.get('scaler')   # the latter: fastai's `MixedPrecision`
+    t, scaler = find_trainer(learn), learn.__dict__.get('scaler')   # the latter: fastai's `MixedPrecision`
     sched = first(cb for cb in learn.cbs if isinstance(cb, ParamScheduler))
     return _plain(dict(format=_FORMAT, epoch=learn.epoch - (interrupted is not None), n_epoch=learn.n_epoch,
                        train_iter=learn.train_iter, model=unwrap(learn.model).state_dict(), opt=learn.opt.state_dict(),
                        scaler=scaler.state_dict() if isinstance(scaler, torch.amp.GradScaler) else None,
                        trainer=None if t is None else t.state_dict(), recorder=_recorder_state(getattr(learn, 'recorder', None)),
                        hps=getattr(sched, 'hps', None), rng=rng_states(learn.dls), interrupted=interrupted))
+
+# %% ../nbs/05_checkpoint.ipynb #6e5390c0
+def is_checkpoint(o) -> bool:
+    "Whether `o`, read from a file, is a checkpoint `GANCheckpoint` wrote"
+    return isinstance(o, dict) and o.get('format') == _FORMAT
+
+def few_keys(ks, n:int=5):
+    "The first `n` keys of `ks` and how many more, for messages"
+    ks = list(ks)
+    return ', '.join(ks[:n]) + (f' and {len(ks)-n} more' if len(ks) > n else '')
 
 # %% ../nbs/05_checkpoint.ipynb #81260fd5
 def _read(fn, device=None):
@@ -137,9 +144,7 @@ def _read(fn, device=None):
         tr['discriminators'], tr['d_in_ch'] = {'discriminator': tr.pop('discriminator')}, {'discriminator': tr['d_in_ch']}
     return ck
 
-def _few(ks, n=5): return ', '.join(ks[:n]) + (f' and {len(ks)-n} more' if len(ks) > n else '')
-
-def _check_fits(module, sd, what, fn):
+def check_fits(module, sd, what, fn):
     "Raise a `CheckpointError` naming the tensors of `sd` (from file `fn`) that do not fit `module`, with both shapes"
     own = module.state_dict()
     bad = [f"{k}: {tuple(v.shape)} in the checkpoint, {tuple(own[k].shape)} in the model" for k, v in sd.items()
@@ -148,8 +153,8 @@ def _check_fits(module, sd, what, fn):
     if not (bad or missing or extra): return
     msg = [f"The checkpoint {fn} does not fit the {what}: was it saved with another architecture (depth, width, channels)?"]
     if bad: msg += ['different shapes:'] + [f'  {o}' for o in bad[:5]] + ([f'  and {len(bad)-5} more'] if len(bad) > 5 else [])
-    if missing: msg.append('missing in the checkpoint: ' + _few(missing))
-    if extra: msg.append('not in the model: ' + _few(extra))
+    if missing: msg.append('missing in the checkpoint: ' + few_keys(missing))
+    if extra: msg.append('not in the model: ' + few_keys(extra))
     raise CheckpointError('\n  '.join(msg))
 
 def _load_opt(opt, sd, what, fn):
@@ -160,8 +165,8 @@ def _load_opt(opt, sd, what, fn):
 
 def _apply(learn, ck, fn, with_opt=True):
     "Load checkpoint `ck` (read from `fn`) into `learn`: networks, optimizers, scalers, trainer state"
-    t, tr = _trainer(learn), ck['trainer']
-    _check_fits(unwrap(learn.model), ck['model'], 'generator (`learn.model`)', fn)
+    t, tr = find_trainer(learn), ck['trainer']
+    check_fits(unwrap(learn.model), ck['model'], 'generator (`learn.model`)', fn)
     if tr is not None and any(v is not None for v in tr['discriminators'].values()):
         if t is None: warnings.warn(f"{fn} holds discriminators, but this Learner has no GAN trainer: loading the generator only")
         else:
@@ -169,7 +174,7 @@ def _apply(learn, ck, fn, with_opt=True):
             except ValueError as e: raise CheckpointError(f"{fn} was saved with discriminators given to the trainer: {e}") from e
             for k, v in tr['discriminators'].items():
                 if k not in ds: raise CheckpointError(f"{fn} holds a discriminator `{k}` that this {type(t).__name__} does not have")
-                if v is not None: _check_fits(ds[k], v, k, fn)
+                if v is not None: check_fits(ds[k], v, k, fn)
     unwrap(learn.model).load_state_dict(ck['model'])
     if with_opt:
         if learn.opt is None: learn.create_opt()
@@ -191,7 +196,7 @@ def _resolve(learn, path):
 def load_checkpoint(learn:Learner, path, with_opt:bool=True):
     "Load the networks, optimizers and trainer state saved in checkpoint `path` into `learn`; returns the checkpoint"
     fn = _resolve(learn, path)
-    ck = _read(fn, _device(learn))
+    ck = _read(fn, learner_device(learn))
     _apply(learn, ck, fn, with_opt)
     return ck
 
@@ -234,7 +239,7 @@ class GANCheckpoint(StateDictCallback):
 
     def on_train_begin(self, n_epochs, **kwargs):
         "Check the directory; with `resume`, load the checkpoint and skip the epochs it holds"
-        self._pending, self._active = None, _in_fit(self.learn)
+        self._pending, self._active = None, in_fit(self.learn)
         if not self._active: return
         self.resumed_from = None
         _check_writable(self.ckpt_dir)
@@ -242,7 +247,7 @@ class GANCheckpoint(StateDictCallback):
         elif self.resume: files = [_resolve(self.learn, self.resume)]
         else: files = []
         for fn in files:
-            try: ck = _read(fn, _device(self.learn))
+            try: ck = _read(fn, learner_device(self.learn))
             except CheckpointError as e:
                 if self.resume is not True: raise
                 warnings.warn(f"{e}; trying an older checkpoint"); continue
@@ -309,7 +314,7 @@ class GANCheckpoint(StateDictCallback):
     def _savable(self):
         "Whether this process writes (rank 0 of a distributed fit) and the weights are finite; a warning if not"
         if rank_distrib(): return False   # the other processes hold the same state
-        t = _trainer(self.learn)
+        t = find_trainer(self.learn)
         if _finite(self.learn.model, *([] if t is None else t.discriminators.values())): return True
         warnings.warn(f"GANCheckpoint: the weights are not finite at epoch {self.learn.epoch}, not saved; the checkpoints stay as they were")
         return False

@@ -10,176 +10,24 @@ from pathlib import Path
 import torch
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
-from PIL import Image, ImageDraw
+from PIL import Image
 from fastcore.basics import store_attr
-from fastai.callback.core import Callback
 from fastai.callback.progress import CSVLogger
-from fastai.learner import Learner
-from fastai.metrics import ValueMetric
 from fastai.data.transforms import get_image_files
 from .models import UnetGenerator, ResnetGenerator
-from .pix2pix import pix2pix_learner, paper_test_mode, unet_depth
+from .pix2pix import pix2pix_learner, unet_depth
 from .cyclegan import cyclegan_learner
 from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
-from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores
-from .interop import (InteropError, read_generator, generator_settings, reference_resize, run_generator,
-                                   export_generator, export_formats, preprocesses, test_modes, write_model_folder)
-from .distributed import setup_process, distrib_fit, add_launch_args, relaunch, rank_distrib
+from .inference import from_pil, to_pil, translate_image, translate_batch, image_exts, preprocesses, test_modes
+from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
+from .metrics import PSNR, SSIM, psnr, ssim, evaluate, baseline_scores, mean_target
+from .interop import InteropError, read_generator, export_generator, export_formats, write_model_folder
+from .distributed import setup_process, distrib_fit, add_launch_args, relaunch
 
 # %% auto #0
-__all__ = ['to_pil', 'from_pil', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'generator', 'translate_image',
-           'mean_target', 'mean_image_l1', 'input_l1', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible',
-           'train', 'translate', 'true_pairs', 'translate_batch', 'MappingL1', 'CycleGANGrid', 'train_cyclegan',
-           'evaluate_cmd', 'resume_command', 'main']
-
-# %% ../nbs/06_cli.ipynb #02f27398
-def to_pil(t):
-    "A (C, H, W) image tensor in [-1, 1] as a PIL image (C = 1, 3 or 4)"
-    a = ((t.detach().float().clamp(-1, 1) + 1) * 127.5).round().byte().cpu()
-    return Image.fromarray(a[0].numpy(), 'L') if a.shape[0] == 1 else Image.fromarray(a.permute(1, 2, 0).numpy(), image_modes[a.shape[0]])
-
-def from_pil(im, ch=3):
-    "A PIL image as a (`ch`, H, W) tensor in [-1, 1]"
-    t = torch.frombuffer(bytearray(im.convert(image_modes[ch]).tobytes()), dtype=torch.uint8)
-    return (t.view(im.size[1], im.size[0], ch).permute(2, 0, 1).float() / 127.5 - 1)
-
-# %% ../nbs/06_cli.ipynb #aaa838f0
-def _rgb(t): return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
-
-_line = 16   # pixels per line of text above a grid
-
-def display_scale(h, size=128):
-    "The whole factor that brings images `h` pixels high to about `size` for viewing (1 if they are that large)"
-    return max(1, size // h)
-
-def image_grid(rows, pad=2, labels=None, title=None, scale=1):
-    "A PIL image of `rows`, lists of (C, H, W) tensors in [-1, 1] of one size side by side, `scale` times larger, under `title` and column `labels`"
-    ims = [[to_pil(_rgb(t.float().cpu())) for t in r] for r in rows]
-    w, h = ims[0][0].width * scale, ims[0][0].height * scale   # enlarged pixel for pixel (nearest): nothing made up
-    top = _line * ((title is not None) + (labels is not None))
-    grid = Image.new('RGB', ((w + 2*pad) * len(ims[0]), top + (h + 2*pad) * len(ims)), 'white')
-    draw = ImageDraw.Draw(grid)
-    if title is not None: draw.text((pad, 2), title, fill='black')
-    for j, l in enumerate(labels or []): draw.text((j * (w + 2*pad) + pad, top - _line + 2), l, fill='black')
-    for i, r in enumerate(ims):
-        for j, im in enumerate(r): grid.paste(im.resize((w, h), Image.Resampling.NEAREST), (j * (w + 2*pad) + pad, top + i * (h + 2*pad) + pad))
-    return grid
-
-class SampleGrid(Callback):
-    "After every epoch, write `path/fname` with the first `n` validation pairs as rows of input | output | target, titled"
-    order, run_valid = 65, False
-    labels = ('input', 'output', 'target')
-    def __init__(self, path='.', n=8, fname='samples_epoch{epoch:03d}.png',
-                 size=128): # smaller images are enlarged (a whole factor, nearest) to about this height
-        store_attr()
-
-    def before_fit(self):
-        xs, ys = [], []
-        for x, y in self.dls.valid:
-            xs.append(x); ys.append(y)
-            if sum(len(o) for o in xs) >= self.n: break
-        self.x, self.y = torch.cat(xs)[:self.n], torch.cat(ys)[:self.n]
-        self.files = []
-
-    @torch.no_grad()
-    def predict(self):
-        "G's output on the kept inputs, in the trainer's test mode, leaving RNG and model modes as they were"
-        m, t = self.learn.model, getattr(self.learn, 'pix2pix_trainer', None)
-        was_training = m.training
-        with torch.random.fork_rng(devices=[]):
-            m.eval()
-            ctx = paper_test_mode(m) if t is not None and t.test_mode == 'paper' else torch.no_grad()
-            with ctx: out = m(self.x)
-        m.train(was_training)
-        return out
-
-    def before_epoch(self): self.skipped = False
-    def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid
-
-    def title(self):
-        "The epoch, counted from 1, and its validation loss if there is one"
-        names, log = self.recorder.metric_names, self.recorder.log
-        v = log[names.index('valid_loss')] if 'valid_loss' in names and len(log) > names.index('valid_loss') else None
-        return f"after epoch {self.epoch + 1} of {self.n_epoch}" + (f" (valid loss {v:.4f})" if isinstance(v, float) else '')
-
-    def after_epoch(self):
-        if self.skipped: return
-        out = self.predict()
-        fn = Path(self.path)/self.fname.format(epoch=self.epoch)
-        if rank_distrib(): return   # every process predicts (collectives stay in step), rank 0 writes
-        image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=self.labels,
-                   title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
-        self.files.append(fn)
-
-# %% ../nbs/06_cli.ipynb #36bf2fa7
-def plot_training(learn, fname=None):
-    "Plot G's and D's smoothed losses per iteration, the L1 per epoch and, when recorded, validation PSNR/SSIM; save to `fname` if given"
-    import matplotlib
-    if fname is not None: matplotlib.use('Agg')
-    import matplotlib.pyplot as plt
-    names = list(learn.recorder.metric_names[1:])   # the columns of `recorder.values` (no epoch)
-    scores = [n for n in ('psnr', 'ssim') if n in names]
-    fig, axs = plt.subplots(1, 3 + bool(scores), figsize=(5 * (3 + bool(scores)), 4))
-    learn.pix2pix_trainer.plot_losses(ax=axs[:2])
-    vals = [v for v in learn.recorder.values if len(v) >= 2]
-    if vals:
-        ep = range(1, len(vals) + 1)
-        axs[2].plot(ep, [v[0] for v in vals], 'o-', label='train L1'); axs[2].plot(ep, [v[1] for v in vals], 'o-', label='valid L1')
-        axs[2].set_xlabel('epoch'); axs[2].set_title('L1(G(A), B)'); axs[2].legend()
-    if scores and vals:   # PSNR (dB) on the left axis, SSIM on the right
-        for i, (n, ax) in enumerate(zip(scores, [axs[3], axs[3].twinx()])):
-            ax.plot(ep, [v[names.index(n)] for v in vals], 'o-', color=f'C{i}')
-            ax.set_ylabel(dict(psnr='PSNR (dB)', ssim='SSIM')[n], color=f'C{i}')
-        axs[3].set_xlabel('epoch'); axs[3].set_title('validation ' + ' and '.join(n.upper() for n in scores))
-    fig.tight_layout()
-    if fname is not None: fig.savefig(fname, dpi=80); plt.close(fig)
-    return fig
-
-# %% ../nbs/06_cli.ipynb #357c5727
-def generator(learn, direction='AtoB'):
-    "The generator of `learn` (a `Learner` or a model) translating in `direction`: CycleGAN's `g_a` (A -> B) or `g_b` (B -> A), else pix2pix's"
-    m = learn.model if isinstance(learn, Learner) else learn
-    if hasattr(m, 'g_a'): return m.g_a if direction == 'AtoB' else m.g_b
-    if direction != 'AtoB': raise ValueError("only a CycleGAN has a B -> A generator: a pix2pix model translates A -> B")
-    return m
-
-@torch.no_grad()
-def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='resize', keep_size=True, direction='AtoB'):
-    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`); returns a PIL image, of `im`'s size if `keep_size`"
-    if not isinstance(im, Image.Image):
-        with Image.open(im) as f: im = f.copy()
-    if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
-    G = generator(learn, direction)
-    s = {**generator_settings(learn), **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
-    x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
-    y = run_generator(G, x[None].to(next(G.parameters()).device), test_mode or s['test_mode'])[0]
-    return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
-
-# %% ../nbs/06_cli.ipynb #7766a4c6
-@torch.no_grad()
-def mean_target(dls):
-    "The mean of the second image of `dls.train`'s batches (pix2pix's target, CycleGAN's B) over one epoch"
-    s, n = 0., 0
-    for _, y in dls.train: s, n = s + y.float().sum(0), n + len(y)
-    return s / n
-
-@torch.no_grad()
-def mean_image_l1(dls):
-    "L1 on `dls.valid` of always predicting the mean training target image"
-    mean = mean_target(dls)
-    l, m = 0., 0
-    for _, y in dls.valid: l, m = l + (y.float() - mean).abs().mean((1, 2, 3)).sum(), m + len(y)
-    return float(l / m)
-
-@torch.no_grad()
-def input_l1(dls):
-    "L1 on `dls.valid` of returning the input unchanged, or `None` when A and B differ in shape"
-    l, m = 0., 0
-    for x, y in dls.valid:
-        if x.shape != y.shape: return None
-        l, m = l + (y.float() - x.float()).abs().mean((1, 2, 3)).sum(), m + len(y)
-    return float(l / m)
+__all__ = ['train_runs', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'TrainRun', 'train', 'Pix2pixRun',
+           'translate', 'true_pairs', 'CycleGANRun', 'train_cyclegan', 'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #f0466f05
 class CLIError(Exception):
@@ -247,66 +95,95 @@ def _fit(learn, ckpt, fit, *args, **kwargs):
     "Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C becoming `Interrupted`"
     with interruptible(learn, ckpt), distrib_fit(learn): fit(*args, **kwargs)
 
-def train(data=None, sample=False, out='pix2pix_out', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
-          lr=2e-4, ngf=64, precision='fp32', gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned',
-          test_mode='paper', channels_last=False, compile=False, resume=False, n_samples=8, seed=None):
-    "Train pix2pix on folder `data` (or the built-in sample) and write log, curves, sample grids and the generator to `out`"
-    out, rank = _check_train(data, sample, out, seed, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                             crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, **{'--lambda-l1': lambda_l1})
+class TrainRun:
+    "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
+    name, multiple, why, sample_name, test_mode = None, 1, '', 'sample dataset', 'eval'
+    def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
+    def check(self): pass          # checks of the model's own options that `check_numbers` does not make
+    def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
+    def learner(self, data, out, bs, load_size, crop_size, ngf): raise NotImplementedError   # its `Learner`, writing to `out`
+    def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
+    def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
+    def summary(self, learn, data, out, grid): raise NotImplementedError   # summary.json's dict, and the lines printed after the fit
+    def options(self): return {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
+
+def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
+          lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, **options):
+    "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
+    if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
+    run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
+    run.check()
+    out, rank = _check_train(data, sample, out or f'{model}_out', seed, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                             crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=run.multiple, why=run.why, **run.weights())
     if sample:
-        print(f"Building the sample dataset (once) ...", flush=True)
-        data = sample_pairs()
-    depth = unet_depth(crop_size)
-    try:
-        dls = Pix2pixDataLoaders.from_folder(data, layout=layout, direction=direction, load_size=load_size,
-                                             crop_size=crop_size, bs=bs, num_downs=max(depth, 5))
+        print(f"Building the {run.sample_name} (once) ...", flush=True)
+        data = run.sample()
+    try: learn = run.learner(data, out, bs=bs, load_size=load_size, crop_size=crop_size, ngf=ngf)
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
-    G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=depth, ngf=ngf)
-    learn = pix2pix_learner(dls, generator=G, gan_mode=gan_mode, lambda_l1=lambda_l1, path=out, model_dir='checkpoints', metrics=[PSNR(), SSIM()],
-                            trainer_kwargs=dict(test_mode=test_mode, channels_last=channels_last, compile=compile))
     _set_precision(learn, precision)
-    grid = SampleGrid(out, n=n_samples)
+    grid, *more = run.callbacks(out, n_samples)
     ckpt = GANCheckpoint(resume=resume)
-    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt]
-    if not rank: print(f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, "
-          f"U-Net depth {depth}, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
-    _fit(learn, ckpt, learn.fit_pix2pix, epochs, epochs_decay, lr=lr, cbs=cbs)
+    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more
+    if not rank:
+        print(f"{run.describe(data, learn.dls, crop_size, precision)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
+    _fit(learn, ckpt, learn.fit_gan, epochs, epochs_decay, lr=lr, cbs=cbs)
     if rank: return learn   # rank 0 writes the rest
-    plot_training(learn, out/'losses.png')
     learn.export('generator.pkl')
-    vals = [v[1] for v in learn.recorder.values]
-    col = lambda n: [v[learn.recorder.metric_names.index(n) - 1] for v in learn.recorder.values]
-    summary = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(vals), data=str(data),
-                   **{f'{w}_valid_{m}': col(m)[i] for m in ('psnr', 'ssim') for w, i in (('first', 0), ('final', -1))},
-                   **{'input_l1': None, **baseline_scores(dls)})   # the trivial answers' L1, PSNR, SSIM (no input_* when A, B differ in shape)
+    summary, lines = run.summary(learn, data, out, grid)
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode), scores=summary, sample=grid.files[-1],
-                       training=dict(model='pix2pix', data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                                     crop_size=crop_size, lr=lr, ngf=ngf, gan_mode=gan_mode, lambda_l1=lambda_l1, direction=direction,
-                                     precision=precision, seed=seed))
-    copy = '' if summary['input_l1'] is None else f", returning the input: {summary['input_l1']:.4f}"
-    print(f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; "
-          f"predicting the mean training image: {summary['mean_image_l1']:.4f}{copy}")
-    print(f"valid PSNR/SSIM: last epoch {summary['final_valid_psnr']:.2f} dB / {summary['final_valid_ssim']:.4f}; mean training image: "
-          f"{summary['mean_image_psnr']:.2f} dB / {summary['mean_image_ssim']:.4f}" + ('' if 'input_psnr' not in summary else
-          f"; the input: {summary['input_psnr']:.2f} dB / {summary['input_ssim']:.4f}"))
-    print(f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
-          f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
-          f"  generator/      the generator as a model folder (safetensors, config, model card: load_generator / translate --model)\n"
-          f"  generator.pkl   the same as a fastai export (a pickle: load it only from people you trust)\n  summary.json    L1, PSNR and SSIM figures\n"
-          f"  checkpoints/    full training state of the last epochs (--resume continues from it)")
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode), scores=summary, sample=grid.files[-1],
+                       training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
+    print('\n'.join(lines))
     return learn
 
-# %% ../nbs/06_cli.ipynb #dbac598c
-_exts = {'.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp'}
+# %% ../nbs/06_cli.ipynb #0def3382
+class Pix2pixRun(TrainRun):
+    "pix2pix on a folder of pairs: U-Net G as deep as the crop size allows, PSNR/SSIM columns, loss curves, the trivial answers' scores"
+    name, multiple, why = 'pix2pix', 32, 'the U-Net halves it at least 5 times'
+    def __init__(self, gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned', test_mode='paper',
+                 channels_last=False, compile=False): store_attr()
+    def weights(self): return {'--lambda-l1': self.lambda_l1}
+    def sample(self): return sample_pairs()
 
+    def learner(self, data, out, bs, load_size, crop_size, ngf):
+        self.depth = unet_depth(crop_size)
+        dls = Pix2pixDataLoaders.from_folder(data, layout=self.layout, direction=self.direction, load_size=load_size,
+                                             crop_size=crop_size, bs=bs, num_downs=max(self.depth, 5))
+        G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=self.depth, ngf=ngf)
+        return pix2pix_learner(dls, generator=G, gan_mode=self.gan_mode, lambda_l1=self.lambda_l1, path=out, model_dir='checkpoints',
+                               metrics=[PSNR(), SSIM()], trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile))
+
+    def callbacks(self, out, n_samples): return [SampleGrid(out, n=n_samples)]
+    def describe(self, data, dls, crop_size, precision):
+        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, U-Net depth {self.depth}, {precision})"
+
+    def summary(self, learn, data, out, grid):
+        plot_training(learn, out/'losses.png')
+        vals = [v[1] for v in learn.recorder.values]
+        col = lambda n: [v[learn.recorder.metric_names.index(n) - 1] for v in learn.recorder.values]
+        s = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(vals), data=str(data),
+                 **{f'{w}_valid_{m}': col(m)[i] for m in ('psnr', 'ssim') for w, i in (('first', 0), ('final', -1))},
+                 **{'input_l1': None, **baseline_scores(learn.dls)})   # the trivial answers' L1, PSNR, SSIM (no input_* when A, B differ in shape)
+        copy = '' if s['input_l1'] is None else f", returning the input: {s['input_l1']:.4f}"
+        return s, [f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; predicting the mean training image: {s['mean_image_l1']:.4f}{copy}",
+                   f"valid PSNR/SSIM: last epoch {s['final_valid_psnr']:.2f} dB / {s['final_valid_ssim']:.4f}; mean training image: "
+                   f"{s['mean_image_psnr']:.2f} dB / {s['mean_image_ssim']:.4f}" + ('' if 'input_psnr' not in s else
+                   f"; the input: {s['input_psnr']:.2f} dB / {s['input_ssim']:.4f}"),
+                   f"Wrote to {out}/:\n  history.csv     training log\n  losses.png      loss curves (G, D, L1)\n"
+                   f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
+                   f"  generator/      the generator as a model folder (safetensors, config, model card: load_generator / translate --model)\n"
+                   f"  generator.pkl   the same as a fastai export (a pickle: load it only from people you trust)\n  summary.json    L1, PSNR and SSIM figures\n"
+                   f"  checkpoints/    full training state of the last epochs (--resume continues from it)"]
+
+# %% ../nbs/06_cli.ipynb #dbac598c
 def translate(model, input, output, aligned=False, test_mode=None, preprocess='resize', load_size=None, network_size=False, netG=None, direction='AtoB'):
     "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
     model, input = Path(model), Path(input)
     if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
-    files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in _exts)
-    if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(_exts))})")
+    files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts)
+    if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(image_exts))})")
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
         raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
@@ -331,93 +208,52 @@ def true_pairs(path, size, valid='test', truth='testA_true', in_ch=3, out_ch=3):
     def load(fn, ch): return from_pil(open_image(fn, image_modes[ch]).resize((size, size), Image.Resampling.BICUBIC), ch)
     return torch.stack([load(f, in_ch) for f in fns]), torch.stack([load(path/truth/f.name, out_ch) for f in fns])
 
-@torch.no_grad()
-def translate_batch(learn, x, direction='AtoB', bs=16):
-    "`learn`'s generator for `direction` (in eval mode) on batch `x`, leaving random generators and modes as they were"
-    g = generator(learn, direction)
-    was_training, dev = g.training, next(g.parameters()).device
-    with torch.random.fork_rng(devices=[]):
-        g.eval()
-        out = torch.cat([g(x[i:i+bs].to(dev)) for i in range(0, len(x), bs)])
-    g.train(was_training)
-    return out
-
-# %% ../nbs/06_cli.ipynb #4112914b
-class MappingL1(Callback):
-    "A `true_l1` column: the L1 between G_A's translations of `a` and their true B images `b`, after every epoch"
-    order = 40   # the column must exist before the Recorder (50) sets up its own
-    def __init__(self, a, b): store_attr()
-    def before_fit(self):
-        self.metric = ValueMetric(self.value, 'true_l1')
-        self.learn.metrics = [*self.learn.metrics, self.metric]
-    def after_fit(self): self.learn.metrics = [m for m in self.learn.metrics if m is not self.metric]
-    def value(self):
-        out = translate_batch(self.learn, self.a)
-        return (out.float() - self.b.to(out.device)).abs().mean().item()
-
-class CycleGANGrid(SampleGrid):
-    "After every epoch, write `path/fname` with rows A | G_A(A) | true B (of `truth`, else a validation B image)"
-    def __init__(self, path='.', n=8, fname='samples_epoch{epoch:03d}.png', size=128, truth=None):
-        super().__init__(path, n, fname, size)
-        self.truth, self.labels = truth, ('A', 'G_A(A)', 'true B' if truth is not None else 'a test B')
-    def before_fit(self):
-        super().before_fit()
-        if self.truth is not None: self.x, self.y = (o[:self.n] for o in self.truth)
-    def predict(self): return translate_batch(self.learn, self.x)
-
 # %% ../nbs/06_cli.ipynb #fde0387d
-def train_cyclegan(data=None, sample=False, out='cyclegan_out', epochs=100, epochs_decay=100, bs=1, load_size=286,
-                   crop_size=256, lr=2e-4, ngf=64, n_blocks=9, precision='fp32', gan_mode='lsgan', lambda_a=10.,
-                   lambda_b=10., lambda_idt=0.5, pool_size=50, resume=False, n_samples=8, seed=None):
-    "Train CycleGAN on unpaired folder `data` (or the built-in sample) and write log, sample grids, summary and the generators to `out`"
-    if n_blocks < 0: raise CLIError(f"--n-blocks must be at least 0, got {n_blocks}")
-    out, rank = _check_train(data, sample, out, seed, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                             crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=4, why='the ResNet halves it twice',
-                             **{'--lambda-a': lambda_a, '--lambda-b': lambda_b, '--lambda-idt': lambda_idt})
-    if sample:
-        print("Building the unpaired sample dataset (once) ...", flush=True)
-        data = sample_unpaired()
-    try:
+class CycleGANRun(TrainRun):
+    "CycleGAN on an unpaired folder: ResNet generators, and G_A scored against true B images when the folder has them"
+    name, multiple, why, sample_name = 'cyclegan', 4, 'the ResNet halves it twice', 'unpaired sample dataset'
+    def __init__(self, gan_mode='lsgan', n_blocks=9, lambda_a=10., lambda_b=10., lambda_idt=0.5, pool_size=50): store_attr()
+    def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt}
+    def check(self):
+        if self.n_blocks < 0: raise CLIError(f"--n-blocks must be at least 0, got {self.n_blocks}")
+    def sample(self): return sample_unpaired()
+
+    def learner(self, data, out, bs, load_size, crop_size, ngf):
         dls = UnpairedDataLoaders.from_folder(data, load_size=load_size, crop_size=crop_size, bs=bs, num_downs=2)
-        truth = true_pairs(data, crop_size, in_ch=dls.in_ch, out_ch=dls.out_ch)
-        gs = [ResnetGenerator(i, o, ngf=ngf, n_blocks=n_blocks) for i, o in ((dls.in_ch, dls.out_ch), (dls.out_ch, dls.in_ch))]
-        learn = cyclegan_learner(dls, *gs, gan_mode=gan_mode, lambda_a=lambda_a, lambda_b=lambda_b, lambda_idt=lambda_idt,
-                                 pool_size=pool_size, path=out, model_dir='checkpoints')
-    except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
-    _set_precision(learn, precision)
-    grid = CycleGANGrid(out, n=n_samples, truth=truth)
-    ckpt = GANCheckpoint(resume=resume)
-    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + ([MappingL1(*truth)] if truth else [])
-    if not rank: print(f"Training CycleGAN on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B training images, "
-          f"{crop_size}px, {n_blocks} residual blocks, {precision}) for {epochs}+{epochs_decay} epochs, on {dls.device}", flush=True)
-    _fit(learn, ckpt, learn.fit_gan, epochs, epochs_decay, lr=lr, cbs=cbs)
-    if rank: return learn   # rank 0 writes the rest
-    learn.export('generator.pkl')
-    summary = dict(epochs=len(learn.recorder.values), data=str(data))
-    if truth:
-        a, b = truth
-        col = learn.recorder.metric_names.index('true_l1') - 1     # values hold no epoch column
-        l1s = [v[col] for v in learn.recorder.values]
-        summary.update(first_true_l1=l1s[0], final_true_l1=l1s[-1], true_l1=l1s,
-                       identity_l1=float((a - b).abs().mean()) if a.shape == b.shape else None,
-                       mean_b_l1=float((mean_target(dls).cpu() - b).abs().mean()))
-        same = '' if summary['identity_l1'] is None else f", returning A unchanged: {summary['identity_l1']:.4f}"
-        print(f"L1 of G_A(testA) to the true B: first epoch {l1s[0]:.4f}, last epoch {l1s[-1]:.4f}; "
-              f"the mean training B image: {summary['mean_b_l1']:.4f}{same}")
-        answers = dict(final_true=translate_batch(learn, a).float().cpu(), mean_b=mean_target(dls).cpu().expand_as(b),
-                       **({'identity': a} if a.shape == b.shape else {}))   # the last epoch's G_A, and the trivial answers
-        for k, p in answers.items(): summary.update({f'{k}_psnr': float(psnr(p, b)), f'{k}_ssim': float(ssim(p, b))})
-        print("PSNR/SSIM of the same: last epoch {final_true_psnr:.2f} dB / {final_true_ssim:.4f}; the mean training B image: "
-              "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**summary) + ('' if 'identity_psnr' not in summary else
-              "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**summary)))
-    (out/'summary.json').write_text(json.dumps(summary, indent=2))
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode='eval'), scores=summary, sample=grid.files[-1],
-                       training=dict(model='cyclegan', data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                                     crop_size=crop_size, lr=lr, ngf=ngf, n_blocks=n_blocks, gan_mode=gan_mode, lambda_a=lambda_a,
-                                     lambda_b=lambda_b, lambda_idt=lambda_idt, pool_size=pool_size, precision=precision, seed=seed))
-    print(f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if truth else 'a B image'}, one per epoch), "
-          f"generator/ (a model folder: translate --model {out/'generator'} --direction AtoB|BtoA), generator.pkl, summary.json, checkpoints/")
-    return learn
+        self.truth = true_pairs(data, crop_size, in_ch=dls.in_ch, out_ch=dls.out_ch)
+        gs = [ResnetGenerator(i, o, ngf=ngf, n_blocks=self.n_blocks) for i, o in ((dls.in_ch, dls.out_ch), (dls.out_ch, dls.in_ch))]
+        return cyclegan_learner(dls, *gs, gan_mode=self.gan_mode, lambda_a=self.lambda_a, lambda_b=self.lambda_b, lambda_idt=self.lambda_idt,
+                                pool_size=self.pool_size, path=out, model_dir='checkpoints')
+
+    def callbacks(self, out, n_samples): return [CycleGANGrid(out, n=n_samples, truth=self.truth)] + ([MappingL1(*self.truth)] if self.truth else [])
+    def describe(self, data, dls, crop_size, precision):
+        return (f"Training CycleGAN on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B training images, "
+                f"{crop_size}px, {self.n_blocks} residual blocks, {precision})")
+
+    def summary(self, learn, data, out, grid):
+        s, lines = dict(epochs=len(learn.recorder.values), data=str(data)), []
+        if self.truth:
+            (a, b), mean_b = self.truth, mean_target(learn.dls).cpu()
+            col = learn.recorder.metric_names.index('true_l1') - 1     # values hold no epoch column
+            l1s = [v[col] for v in learn.recorder.values]
+            s.update(first_true_l1=l1s[0], final_true_l1=l1s[-1], true_l1=l1s,
+                     identity_l1=float((a - b).abs().mean()) if a.shape == b.shape else None, mean_b_l1=float((mean_b - b).abs().mean()))
+            same = '' if s['identity_l1'] is None else f", returning A unchanged: {s['identity_l1']:.4f}"
+            answers = dict(final_true=translate_batch(learn, a).float().cpu(), mean_b=mean_b.expand_as(b),
+                           **({'identity': a} if a.shape == b.shape else {}))   # the last epoch's G_A, and the trivial answers
+            for k, p in answers.items(): s.update({f'{k}_psnr': float(psnr(p, b)), f'{k}_ssim': float(ssim(p, b))})
+            lines = [f"L1 of G_A(testA) to the true B: first epoch {l1s[0]:.4f}, last epoch {l1s[-1]:.4f}; the mean training B image: {s['mean_b_l1']:.4f}{same}",
+                     "PSNR/SSIM of the same: last epoch {final_true_psnr:.2f} dB / {final_true_ssim:.4f}; the mean training B image: "
+                     "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**s) + ('' if 'identity_psnr' not in s else
+                     "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**s))]
+        return s, lines + [f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if self.truth else 'a B image'}, one per epoch), "
+                           f"generator/ (a model folder: translate --model {out/'generator'} --direction AtoB|BtoA), generator.pkl, summary.json, checkpoints/"]
+
+train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun}   # the models of `train`, by `--model` name
+
+def train_cyclegan(data=None, sample=False, out='cyclegan_out', **kwargs):
+    "Train CycleGAN on unpaired folder `data` (or the built-in sample): `train(model='cyclegan')`"
+    return train(data, sample, out, model='cyclegan', **kwargs)
 
 # %% ../nbs/06_cli.ipynb #d424cf80
 def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None):
@@ -431,7 +267,7 @@ def _parser():
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN) with fastai')
     sub = p.add_subparsers(dest='cmd', required=True)
     t = sub.add_parser('train', help='train pix2pix or CycleGAN', description=train.__doc__)
-    t.add_argument('--model', choices=('pix2pix', 'cyclegan'), default='pix2pix', help='paired (pix2pix) or unpaired (cyclegan) training')
+    t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix) or unpaired (cyclegan) training')
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan: trainA/, trainB/, testA/, testB/)')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
@@ -445,13 +281,14 @@ def _parser():
     t.add_argument('--ngf', type=int, default=64, help="generator's width")
     t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default='fp32', help='bf16 is fast on the CPU; fp16 needs CUDA')
     t.add_argument('--gan-mode', choices=('vanilla', 'lsgan', 'hinge', 'wgangp'), help='default vanilla (pix2pix), lsgan (cyclegan)')
-    t.add_argument('--lambda-l1', type=float, default=100., help='weight of the L1 term')
-    t.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
-    t.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
-    t.add_argument('--test-mode', choices=('paper', 'eval'), default='paper',
-                   help="how G runs on validation and translation: 'paper' (dropout on, batch statistics) or 'eval'")
-    t.add_argument('--channels-last', action='store_true', help='G, D and batches in channels_last memory format')
-    t.add_argument('--compile', action='store_true', help="torch.compile G's and D's forward (a slow first epoch)")
+    p2p = t.add_argument_group('pix2pix', 'options of --model pix2pix')
+    p2p.add_argument('--lambda-l1', type=float, help='weight of the L1 term (default 100)')
+    p2p.add_argument('--direction', choices=('AtoB', 'BtoA'), help='default AtoB')
+    p2p.add_argument('--layout', choices=('aligned', 'separate'), help='default aligned')
+    p2p.add_argument('--test-mode', choices=('paper', 'eval'),
+                   help="how G runs on validation and translation: 'paper' (dropout on, batch statistics; the default) or 'eval'")
+    p2p.add_argument('--channels-last', action='store_true', default=None, help='G, D and batches in channels_last memory format')
+    p2p.add_argument('--compile', action='store_true', default=None, help="torch.compile G's and D's forward (a slow first epoch)")
     t.add_argument('--n-samples', type=int, default=8, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None)
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
@@ -496,19 +333,14 @@ def _parser():
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     return p
 
-_cyclegan_only = ('n_blocks', 'lambda_a', 'lambda_b', 'lambda_idt', 'pool_size')
-_pix2pix_only = ('lambda_l1', 'direction', 'layout', 'test_mode', 'channels_last', 'compile')
-
-def _train(model, out, gan_mode, **args):
-    "`train` or `train_cyclegan` with the arguments given on the command line for `model`"
-    given = {k: v for k, v in args.items() if v is not None}
-    if model == 'pix2pix':
-        if bad := [k for k in _cyclegan_only if k in given]: raise CLIError(f"--{bad[0].replace('_', '-')} is an option of --model cyclegan")
-        return train(out=out or 'pix2pix_out', gan_mode=gan_mode or 'vanilla', **given)
-    defaults = inspect.signature(train).parameters
-    if bad := [k for k in _pix2pix_only if given.get(k, defaults[k].default) != defaults[k].default]:
-        raise CLIError(f"--{bad[0].replace('_', '-')} is an option of --model pix2pix")
-    return train_cyclegan(out=out or 'cyclegan_out', gan_mode=gan_mode or 'lsgan', **{k: v for k, v in given.items() if k not in _pix2pix_only})
+def _train(model, **args):
+    "`train` with the options given on the command line, refusing those of another model"
+    given, own = {k: v for k, v in args.items() if v is not None}, inspect.signature(train_runs[model]).parameters
+    for k in given:
+        if k in own: continue
+        if other := next((n for n, r in train_runs.items() if k in inspect.signature(r).parameters), None):
+            raise CLIError(f"--{k.replace('_', '-')} is an option of --model {other}")
+    return train(model=model, **given)
 
 def resume_command(argv, ckpt):
     "The command line `argv` (a `train` command's arguments) that resumes from checkpoint `ckpt`, quoted for a shell"

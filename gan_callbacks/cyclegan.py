@@ -12,7 +12,8 @@ from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
-from .gan import AdversarialTrainer, pix2pix_adam, _norm_stats, _restore_if, _device, _gan_learner
+from .optim import pix2pix_adam
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, gan_learner
 from .distributed import unwrap
 
 # %% auto #0
@@ -105,7 +106,7 @@ class CycleGANTrainer(AdversarialTrainer):
         real_A, real_B = last_input
         self.setup_discriminators({'d_a': real_B.shape[1], 'd_b': real_A.shape[1]})
         self.d_requires_grad(False)
-        if not train: self._d_keep = _norm_stats(*self._frozen_ds())   # validation leaves D's statistics alone
+        if not train: self._d_keep = norm_stats(*self._frozen_ds())   # validation leaves D's statistics alone
         new = super().on_batch_begin(last_input, last_target, train, **kwargs) or {}
         return {**new, 'last_target': new.get('last_input', last_input)}
 
@@ -113,13 +114,13 @@ class CycleGANTrainer(AdversarialTrainer):
         "The generators' loss, the Learner's `loss_func`: GAN terms through the frozen discriminators, cycle and identity terms"
         fake_B, rec_A, fake_A, rec_B, *idt = out
         l1 = lambda a, b: F.l1_loss(a.float(), b.float())
-        g_a = self.gan_loss(self.d_a(fake_B), True, for_discriminator=False)
-        g_b = self.gan_loss(self.d_b(fake_A), True, for_discriminator=False)
+        loss_g_a = self.gan_loss(self.d_a(fake_B), True, for_discriminator=False)
+        loss_g_b = self.gan_loss(self.d_b(fake_A), True, for_discriminator=False)
         cycle_a, cycle_b = l1(rec_A, real_A) * self.lambda_a, l1(rec_B, real_B) * self.lambda_b
         if idt: idt_a, idt_b = l1(idt[0], real_B) * self.lambda_b * self.lambda_idt, l1(idt[1], real_A) * self.lambda_a * self.lambda_idt
-        else: idt_a = idt_b = torch.zeros_like(g_a)
-        self._g_terms = (g_a, g_b, cycle_a, cycle_b, idt_a, idt_b)
-        return g_a + g_b + cycle_a + cycle_b + idt_a + idt_b
+        else: idt_a = idt_b = torch.zeros_like(loss_g_a)
+        self._g_terms = (loss_g_a, loss_g_b, cycle_a, cycle_b, idt_a, idt_b)
+        return loss_g_a + loss_g_b + cycle_a + cycle_b + idt_a + idt_b
 
     def on_backward_begin(self, last_loss, **kwargs):
         "G first: the Learner's loss steps G_A and G_B together, through `step_g`, in place of fastai's own backward and step"
@@ -130,15 +131,15 @@ class CycleGANTrainer(AdversarialTrainer):
     def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
         "Then D: D_A on real B against pooled fake B, D_B on real A against pooled fake A, one `d_opt` step for both"
         self._leave_contexts()
-        if not train: return _restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), self._d_keep)
+        if not train: return restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), self._d_keep)
         (real_A, real_B), (fake_B, _, fake_A, *_) = last_input, last_output
         self.d_requires_grad(True); self.d_opt.zero_grad()
         with self.autocast():
-            d_a = self._d_loss(self.d_a, real_B, self.pool_b.query(fake_B))
-            d_b = self._d_loss(self.d_b, real_A, self.pool_a.query(fake_A))
-        bad = self.step_d(d_a + d_b) | self._g_bad   # skipped: a flag on the device
+            loss_d_a = self._d_loss(self.d_a, real_B, self.pool_b.query(fake_B))
+            loss_d_b = self._d_loss(self.d_b, real_A, self.pool_a.query(fake_A))
+        bad = self.step_d(loss_d_a + loss_d_b) | self._g_bad   # skipped: a flag on the device
         self.d_requires_grad(False)
-        self.end_iteration(bad, (*self._g_terms, d_a, d_b), epoch, num_batch)
+        self.end_iteration(bad, (*self._g_terms, loss_d_a, loss_d_b), epoch, num_batch)
 
     def _d_loss(self, D, real, fake):
         "The reference's D loss: real judged real, (pooled, detached) fake judged fake, averaged"
@@ -150,7 +151,7 @@ class CycleGANTrainer(AdversarialTrainer):
 
     def load_state_dict(self, sd, with_opt:bool=True):
         super().load_state_dict(sd, with_opt)
-        for k, pool in (('a', self.pool_a), ('b', self.pool_b)): pool.load_state_dict(sd['pools'][k], _device(self.learn))
+        for k, pool in (('a', self.pool_a), ('b', self.pool_b)): pool.load_state_dict(sd['pools'][k], learner_device(self.learn))
 
     def __getstate__(self):
         state = super().__getstate__()
@@ -179,4 +180,4 @@ def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:
     trainer = CycleGANTrainer(d_a, d_b, gan_mode=gan_mode, lambda_a=lambda_a, lambda_b=lambda_b, lambda_idt=lambda_idt,
                               pool_size=pool_size, **(trainer_kwargs or {}))
     model = CycleGANModel(g_a, g_b, identity=lambda_idt > 0)
-    return _gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)
+    return gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

@@ -38,16 +38,16 @@ def _comm_device():
     "Where collective tensors must live: the current CUDA device for nccl, the CPU for gloo"
     return torch.device('cuda', torch.cuda.current_device()) if dist.get_backend() == 'nccl' else torch.device('cpu')
 
-def _flat(ts):
+# %% ../nbs/12_distributed.ipynb #13d9ee1f
+def flat_by_dtype(ts):
     "The tensors `ts` grouped by dtype: `{dtype: (tensors, one flat copy)}`"
     groups = {}
     for t in ts: groups.setdefault(t.dtype, []).append(t)
     return {dt: (g, torch.cat([t.reshape(-1) for t in g])) for dt, g in groups.items()}
 
-def _unflat(ts, flat):
+def unflat(ts, flat):
     "Copy the flat tensor `flat` back into the tensors `ts`"
     torch._foreach_copy_(ts, [f.view_as(t) for f, t in zip(flat.split([t.numel() for t in ts]), ts)])
-
 
 # %% ../nbs/12_distributed.ipynb #c7aa7a84
 _ddp_params = set()   # ids of the parameters a `DistributedDataParallel` averages already (set during a fit)
@@ -56,18 +56,18 @@ def average_grads(params, bad:torch.Tensor|None=None):
     "Average the gradients of `params` over all processes, one flat all-reduce per dtype; `bad` (a flag) becomes true everywhere if true anywhere"
     grads = [p.grad for p in params if p.grad is not None and id(p) not in _ddp_params]
     if bad is not None: grads.append(bad.reshape(1).float())   # travels with the float32 gradients: no extra collective
-    groups, n = _flat(grads), dist.get_world_size()
+    groups, n = flat_by_dtype(grads), dist.get_world_size()
     for ts, flat in groups.values():
         dist.all_reduce(flat)
-        _unflat(ts, flat.div_(n))
+        unflat(ts, flat.div_(n))
     return None if bad is None else grads[-1][0] > 0   # `bad`'s all-reduced copy: on the device, no host sync
 
 def broadcast_module(m:nn.Module, src:int=0):
     "Give `m`'s parameters and buffers on every process the values they have on process `src`"
     with torch.no_grad():
-        for ts, flat in _flat([t for t in (*m.parameters(), *m.buffers()) if t.numel()]).values():
+        for ts, flat in flat_by_dtype([t for t in (*m.parameters(), *m.buffers()) if t.numel()]).values():
             dist.broadcast(flat, src)
-            _unflat(ts, flat)
+            unflat(ts, flat)
     return m
 
 

@@ -9,29 +9,19 @@ from copy import deepcopy
 from contextlib import contextmanager, nullcontext
 import torch
 from torch import nn
-from fastcore.basics import store_attr, patch, first
+from fastcore.basics import store_attr, first
 from fastcore.foundation import L
 from fastai.learner import Learner
-from fastai.optimizer import OptimWrapper, Adam
+from fastai.optimizer import Adam
 from fastai.metrics import ValueMetric
 from fastai.callback.fp16 import MixedPrecision, AMPMode
-from fastai.callback.schedule import ParamScheduler
-from fastai.callback.progress import ProgressCallback
 from fastai.torch_core import default_device
 from .core import StateDictCallback
-from .distributed import is_distributed, average_grads, share_module, DistributedGAN
+from .distributed import is_distributed, average_grads, share_module, DistributedGAN, flat_by_dtype, unflat
+from .progress import sync_free_bar
 
 # %% auto #0
-__all__ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'AdversarialTrainer', 'SyncFreeProgressCallback',
-           'linear_decay_schedule']
-
-# %% ../nbs/04a_gan.ipynb #64c889ef
-def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
-    "The papers' Adam as a fastai optimizer, on PyTorch's fused kernel (falls back to foreach where fused is unsupported)"
-    params = list(params)
-    kw = dict(lr=lr, betas=(mom, sqr_mom), eps=eps, weight_decay=wd)
-    try: return OptimWrapper(params, torch.optim.Adam, fused=fused, **kw)
-    except (RuntimeError, ValueError): return OptimWrapper(params, torch.optim.Adam, foreach=True, **kw)
+__all__ = ['paper_test_mode', 'NonFiniteError', 'AdversarialTrainer', 'find_trainer']
 
 # %% ../nbs/04a_gan.ipynb #97da04ba
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -108,27 +98,21 @@ def paper_test_mode(model):
 class NonFiniteError(FloatingPointError):
     "Training stopped: too many iterations in a row had a non-finite loss or gradients"
 
-def _flat(ts):
-    "The tensors `ts` as one flat copy per dtype (a few kernels, however many tensors)"
-    groups = {}
-    for t in ts: groups.setdefault(t.dtype, []).append(t.reshape(-1))
-    return {dt: torch.cat(g) for dt, g in groups.items()}
-
-def _norm_stats(*models):
-    "The running statistics of the BatchNorm layers of `models`, and a copy of them"
+# %% ../nbs/04a_gan.ipynb #38c02f2c
+def norm_stats(*models):
+    "The running statistics of the BatchNorm layers of `models`, and a copy of them (one flat tensor per dtype)"
     bufs = [b for model in models for m in model.modules() if isinstance(m, nn.modules.batchnorm._NormBase)
             for b in m.buffers(recurse=False)]
-    return bufs, _flat(bufs)
+    return bufs, {dt: flat for dt, (_, flat) in flat_by_dtype(bufs).items()}
 
-def _restore_if(bad, stats):
-    "Put the copied statistics back if `bad` (a flag on the device)"
+def restore_if(bad, stats):
+    "Put the statistics `norm_stats` copied back if `bad` (a flag on the device)"
     bufs, old = stats
-    for dt, now in _flat(bufs).items():
-        group = [b for b in bufs if b.dtype == dt]
-        kept = torch.where(bad, old[dt], now).split([b.numel() for b in group])
-        torch._foreach_copy_(group, [k.view_as(b) for k, b in zip(kept, group)])
+    for dt, (group, now) in flat_by_dtype(bufs).items(): unflat(group, torch.where(bad, old[dt], now))
 
-def _device(learn): return getattr(learn.dls, 'device', None) or default_device()
+def learner_device(learn):
+    "The device of `learn`'s data (the default device when its loaders have none)"
+    return getattr(learn.dls, 'device', None) or default_device()
 
 def _speed_up(m, channels_last=False, compile=False):
     "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`; pickling drops it)"
@@ -142,7 +126,7 @@ def _cl(t):
     if isinstance(t, (tuple, list)): return type(t)(_cl(o) for o in t)
     return t.contiguous(memory_format=torch.channels_last) if torch.is_tensor(t) and t.ndim == 4 else t
 
-def _in_fit(learn):
+def in_fit(learn):
     "Whether the events come from `fit`: `validate`, `get_preds`, `predict` and `lr_find` send `before_fit` too"
     return not (learn.lock.locked() or hasattr(learn, 'lr_finder') or hasattr(learn, 'gather_preds'))
 
@@ -185,7 +169,7 @@ class AdversarialTrainer(StateDictCallback):
     def on_train_begin(self, **kwargs):
         "Set up device, precision, discriminators, loss columns and counts; snapshot the state for `lr_find`"
         learn = self.learn
-        self.device = _device(learn)
+        self.device = learner_device(learn)
         self.device_type = torch.device(self.device).type
         self.amp_dtype = _amp_dtype(learn, self.device_type)
         fp16 = self.amp_dtype == torch.float16
@@ -196,7 +180,7 @@ class AdversarialTrainer(StateDictCallback):
         for m in (learn.model, *self.discriminators.values()): _speed_up(m, self.channels_last, self.compile)
         if not any(m in learn.metrics for m in self._metrics): learn.metrics = L(learn.metrics) + self._metrics
         self._lr_find_state = self._snapshot() if hasattr(learn, 'lr_finder') else None
-        if not _in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
+        if not in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
         if not self._warned_opt and (msg := _default_opt_warning(self)):
             warnings.warn(msg, stacklevel=2); self._warned_opt = True
         self.hist, self._avg, self._n = [], None, 0
@@ -212,7 +196,7 @@ class AdversarialTrainer(StateDictCallback):
         self._amp_ctx = self.autocast()
         if train:
             for p in self.learn.model.parameters(): p.grad = None   # last step's gradients, freed before the forward
-            self._g_stats = _norm_stats(self.learn.model, *self._frozen_ds())   # the forward is about to update them
+            self._g_stats = norm_stats(self.learn.model, *self._frozen_ds())   # the forward is about to update them
         self._test_ctx.__enter__(); self._amp_ctx.__enter__()
         if self.channels_last: return {'last_input': _cl(last_input), 'last_target': _cl(last_target)}
 
@@ -239,7 +223,7 @@ class AdversarialTrainer(StateDictCallback):
             if D is not None: continue
             n = (in_chs or {}).get(k)
             if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
-            setattr(self, k, _speed_up(share_module(self.learn, self.make_discriminator(k, n).to(_device(self.learn)).train()), self.channels_last, self.compile))
+            setattr(self, k, _speed_up(share_module(self.learn, self.make_discriminator(k, n).to(learner_device(self.learn)).train()), self.channels_last, self.compile))
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
@@ -270,198 +254,102 @@ class AdversarialTrainer(StateDictCallback):
         self._log(bad, *losses)
         self._count_nonfinite(bad, epoch, batch)
 
-# %% ../nbs/04a_gan.ipynb #7ae3ba61
-@patch
-def _forget_if(self:AdversarialTrainer, bad, *stats):
-    "A skipped iteration leaves no trace: BatchNorm statistics back, and fastai's smoothed train loss unchanged"
-    for st in stats: _restore_if(bad, st)
-    rec = getattr(self.learn, 'recorder', None)
-    if rec is not None and torch.is_tensor(self.learn.loss):   # `Recorder` lerps towards `learn.loss`
-        loss = self.learn.loss
-        self.learn.loss = torch.where(bad, rec.smooth_loss.val.to(loss.device, non_blocking=True), loss)
+    def _forget_if(self, bad, *stats):
+        "A skipped iteration leaves no trace: BatchNorm statistics back, and fastai's smoothed train loss unchanged"
+        for st in stats: restore_if(bad, st)
+        rec = getattr(self.learn, 'recorder', None)
+        if rec is not None and torch.is_tensor(self.learn.loss):   # `Recorder` lerps towards `learn.loss`
+            loss = self.learn.loss
+            self.learn.loss = torch.where(bad, rec.smooth_loss.val.to(loss.device, non_blocking=True), loss)
 
-@patch
-def _log(self:AdversarialTrainer, bad, *vals):
-    "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"
-    v = torch.stack([o.detach().float() for o in vals])
-    prev = torch.zeros_like(v) if self._avg is None else self._avg
-    self._avg = torch.where(bad, prev, torch.lerp(prev, v, 1 - self.beta))
-    self._n += 1
-    self.hist.append(self._avg / (1 - self.beta ** self._n))
+    def _log(self, bad, *vals):
+        "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"
+        v = torch.stack([o.detach().float() for o in vals])
+        prev = torch.zeros_like(v) if self._avg is None else self._avg
+        self._avg = torch.where(bad, prev, torch.lerp(prev, v, 1 - self.beta))
+        self._n += 1
+        self.hist.append(self._avg / (1 - self.beta ** self._n))
 
-@patch
-def _count_nonfinite(self:AdversarialTrainer, bad, epoch, batch):
-    "Note the flag on the device (no host sync); read the flags every `check_every` batches and at the epoch's end"
-    if batch == 0: self._flags, self._checked, self._epoch_skipped = bad.new_zeros(self.learn.n_iter), 0, 0
-    self._flags[batch] = bad
-    if (batch + 1) % self.check_every == 0 or batch + 1 == self.learn.n_iter: self._check_nonfinite(epoch, batch + 1)
+    def _count_nonfinite(self, bad, epoch, batch):
+        "Note the flag on the device (no host sync); read the flags every `check_every` batches and at the epoch's end"
+        if batch == 0: self._flags, self._checked, self._epoch_skipped = bad.new_zeros(self.learn.n_iter), 0, 0
+        self._flags[batch] = bad
+        if (batch + 1) % self.check_every == 0 or batch + 1 == self.learn.n_iter: self._check_nonfinite(epoch, batch + 1)
 
-@patch
-def _check_nonfinite(self:AdversarialTrainer, epoch, upto):
-    "One host sync: count the skipped iterations since the last read, stop after `max_nonfinite` in a row (not in `lr_find`)"
-    for b, bad in enumerate(self._flags[self._checked:upto].tolist(), self._checked):
-        self._row = self._row + 1 if bad else 0
-        self.n_skipped += bad; self._epoch_skipped += bad
-        if self._row == self.max_nonfinite and not hasattr(self.learn, 'lr_finder'):
-            raise NonFiniteError(f"{self._row} training iterations in a row had a non-finite loss or gradients, the last "
-                                 f"of them at epoch {epoch}, batch {b}. Their updates were skipped, so the weights are "
-                                 "those from before them; check the data and the learning rate.")
-    self._checked = upto
-    if upto == self.learn.n_iter and self._epoch_skipped and _in_fit(self.learn):
-        warnings.warn(f"{type(self).__name__}: {self._epoch_skipped} iteration(s) of epoch {epoch} skipped: non-finite loss or gradients")
+    def _check_nonfinite(self, epoch, upto):
+        "One host sync: count the skipped iterations since the last read, stop after `max_nonfinite` in a row (not in `lr_find`)"
+        for b, bad in enumerate(self._flags[self._checked:upto].tolist(), self._checked):
+            self._row = self._row + 1 if bad else 0
+            self.n_skipped += bad; self._epoch_skipped += bad
+            if self._row == self.max_nonfinite and not hasattr(self.learn, 'lr_finder'):
+                raise NonFiniteError(f"{self._row} training iterations in a row had a non-finite loss or gradients, the last "
+                                     f"of them at epoch {epoch}, batch {b}. Their updates were skipped, so the weights are "
+                                     "those from before them; check the data and the learning rate.")
+        self._checked = upto
+        if upto == self.learn.n_iter and self._epoch_skipped and in_fit(self.learn):
+            warnings.warn(f"{type(self).__name__}: {self._epoch_skipped} iteration(s) of epoch {epoch} skipped: non-finite loss or gradients")
 
-# %% ../nbs/04a_gan.ipynb #aafa6621
-@patch
-def state_dict(self:AdversarialTrainer):
-    "The discriminators, their optimizer, the loss scalers, the smoothed losses and the non-finite counts"
-    ds = self.discriminators
-    return dict(discriminators={k: _sd(D) for k, D in ds.items()}, d_in_ch={k: getattr(D, 'in_ch', None) for k, D in ds.items()},
-                d_opt=_sd(self.d_opt), g_scaler=_sd(self.g_scaler), d_scaler=_sd(self.d_scaler),
-                hist=torch.stack(self.hist) if self.hist else None, avg=self._avg, n=self._n, n_skipped=self.n_skipped, row=self._row)
+    def state_dict(self):
+        "The discriminators, their optimizer, the loss scalers, the smoothed losses and the non-finite counts"
+        ds = self.discriminators
+        return dict(discriminators={k: _sd(D) for k, D in ds.items()}, d_in_ch={k: getattr(D, 'in_ch', None) for k, D in ds.items()},
+                    d_opt=_sd(self.d_opt), g_scaler=_sd(self.g_scaler), d_scaler=_sd(self.d_scaler),
+                    hist=torch.stack(self.hist) if self.hist else None, avg=self._avg, n=self._n, n_skipped=self.n_skipped, row=self._row)
 
-@patch
-def load_state_dict(self:AdversarialTrainer, sd, with_opt:bool=True):
-    "Continue from `state_dict()`, building missing discriminators first (scaler states go to the scalers of an fp16 fit)"
-    if any(v is not None for v in sd['discriminators'].values()):
-        ds = self.setup_discriminators(sd['d_in_ch'])
-        for k, v in sd['discriminators'].items():
-            if v is not None: ds[k].load_state_dict(v)
-        if with_opt and sd['d_opt'] is not None: self.d_opt.load_state_dict(sd['d_opt'])
-    for k in ('g_scaler', 'd_scaler'):
-        if sd[k] and getattr(self, k) is not None: getattr(self, k).load_state_dict(sd[k])
-    dev = _device(self.learn)
-    self.hist = [] if sd['hist'] is None else list(sd['hist'].to(dev).unbind(0))
-    self._avg, self._n = None if sd['avg'] is None else sd['avg'].to(dev), sd['n']
-    self.n_skipped, self._row = sd['n_skipped'], sd['row']
+    def load_state_dict(self, sd, with_opt:bool=True):
+        "Continue from `state_dict()`, building missing discriminators first (scaler states go to the scalers of an fp16 fit)"
+        if any(v is not None for v in sd['discriminators'].values()):
+            ds = self.setup_discriminators(sd['d_in_ch'])
+            for k, v in sd['discriminators'].items():
+                if v is not None: ds[k].load_state_dict(v)
+            if with_opt and sd['d_opt'] is not None: self.d_opt.load_state_dict(sd['d_opt'])
+        for k in ('g_scaler', 'd_scaler'):
+            if sd[k] and getattr(self, k) is not None: getattr(self, k).load_state_dict(sd[k])
+        dev = learner_device(self.learn)
+        self.hist = [] if sd['hist'] is None else list(sd['hist'].to(dev).unbind(0))
+        self._avg, self._n = None if sd['avg'] is None else sd['avg'].to(dev), sd['n']
+        self.n_skipped, self._row = sd['n_skipped'], sd['row']
 
-@patch
-def _snapshot(self:AdversarialTrainer):
-    "A copy of the whole state, and which discriminators and optimizer did not exist yet"
-    return deepcopy(self.state_dict()), [k for k, D in self.discriminators.items() if D is None], self.d_opt is None
+    def _snapshot(self):
+        "A copy of the whole state, and which discriminators and optimizer did not exist yet"
+        return deepcopy(self.state_dict()), [k for k, D in self.discriminators.items() if D is None], self.d_opt is None
 
-@patch
-def on_train_end(self:AdversarialTrainer, **kwargs):
-    "After `lr_find`, however it ended: the state as it was before it"
-    snap, self._lr_find_state = getattr(self, '_lr_find_state', None), None
-    if snap is None: return
-    sd, absent, no_opt = snap
-    self.load_state_dict(sd)
-    for k in absent: setattr(self, k, None)
-    if no_opt or absent: self.d_opt = None
+    def on_train_end(self, **kwargs):
+        "After `lr_find`, however it ended: the state as it was before it"
+        snap, self._lr_find_state = getattr(self, '_lr_find_state', None), None
+        if snap is None: return
+        sd, absent, no_opt = snap
+        self.load_state_dict(sd)
+        for k in absent: setattr(self, k, None)
+        if no_opt or absent: self.d_opt = None
 
-@patch
-def __getstate__(self:AdversarialTrainer):
-    state = StateDictCallback.__getstate__(self)
-    for k in ('_amp_ctx', '_test_ctx', '_g_stats', '_flags', '_lr_find_state'): state.pop(k, None)
-    state.update(hist=[], _avg=None, _n=0)
-    if not self.export_discriminator:
-        for k in (*self.d_names, 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
-    return state
+    def __getstate__(self):
+        state = StateDictCallback.__getstate__(self)
+        for k in ('_amp_ctx', '_test_ctx', '_g_stats', '_flags', '_lr_find_state'): state.pop(k, None)
+        state.update(hist=[], _avg=None, _n=0)
+        if not self.export_discriminator:
+            for k in (*self.d_names, 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
+        return state
 
-@patch
-def plot_losses(self:AdversarialTrainer, ax=None):
-    "Plot the smoothed losses of the last fit, one value per training batch: generator columns, then discriminator columns"
-    import matplotlib.pyplot as plt
-    h = torch.stack(self.hist).float().cpu().numpy() if self.hist else None
-    axs = plt.subplots(1, 2, figsize=(10, 3.5))[1] if ax is None else ax
-    if h is None: return axs
-    for a, cols, title in ((axs[0], self.g_cols, 'generator'), (axs[1], self.d_cols, 'discriminator')):
-        for c in cols: a.plot(h[:, self.cols.index(c)], label=c)
-        a.set_title(title); a.set_xlabel('iteration'); a.legend()
-    return axs
+    def plot_losses(self, ax=None):
+        "Plot the smoothed losses of the last fit, one value per training batch: generator columns, then discriminator columns"
+        import matplotlib.pyplot as plt
+        h = torch.stack(self.hist).float().cpu().numpy() if self.hist else None
+        axs = plt.subplots(1, 2, figsize=(10, 3.5))[1] if ax is None else ax
+        if h is None: return axs
+        for a, cols, title in ((axs[0], self.g_cols, 'generator'), (axs[1], self.d_cols, 'discriminator')):
+            for c in cols: a.plot(h[:, self.cols.index(c)], label=c)
+            a.set_title(title); a.set_xlabel('iteration'); a.legend()
+        return axs
 
-# %% ../nbs/04a_gan.ipynb #f05a921d
-import sys
-from fastcore.basics import noop
-from fastcore.imports import IN_NOTEBOOK
-from fastai.callback.progress import master_bar
+# %% ../nbs/04a_gan.ipynb #4b0a60b4
+def find_trainer(learn) -> AdversarialTrainer|None:
+    "The GAN trainer among `learn`'s callbacks (the first `AdversarialTrainer`), or `None`"
+    return first(cb for cb in learn.cbs if isinstance(cb, AdversarialTrainer))
 
-class _TableLines:
-    "Stands in for fastprogress's master bar where bars cannot be drawn: prints the table's header and rows, a line each"
-    def __init__(self): self.widths = None
-    def write(self, line, table=False):
-        if table and self.widths is None: self.widths = [max(8, len(o)) for o in line]
-        if table: line = '  '.join(o.ljust(w) for o, w in zip(line, self.widths)).rstrip()
-        print(line, flush=True)
-    def update(self, val): pass
-    def on_iter_end(self): pass
-
-def _can_draw_bars(): return IN_NOTEBOOK or sys.stdout.isatty()
-
-class SyncFreeProgressCallback(ProgressCallback):
-    "fastai's progress bars and table, reading the smoothed loss for the bar every `every` training batches instead of every batch"
-    name = 'progress'   # `learn.progress` as with fastai's, so `learn.no_bar()` works
-    def __init__(self, every:int=20, # training batches between two reads of the smoothed loss
-                 bars:bool|None=None): # `False`: only the table, a line per epoch; `None`: bars on a terminal or in a notebook
-        store_attr()
-
-    def before_fit(self):
-        "As fastai's, but with the table at the end of `learn.logger`'s chain, whichever logging callback sets up first"
-        assert hasattr(self.learn, 'recorder')
-        self.show, self._next = _can_draw_bars() if self.bars is None else self.bars, noop
-        if self.create_mbar: self.mbar = master_bar(list(range(self.n_epoch))) if self.show else _TableLines()
-        prev, cbs = self.learn.logger, list(self.learn.cbs.sorted('order'))
-        self.old_logger = self._base = prev
-        if prev is noop: return
-        self._write_stats(self.recorder.metric_names)
-        owner = getattr(prev, '__self__', None)
-        if owner in cbs[:cbs.index(self)]:
-            # loggers set up first (e.g. a `CSVLogger` given to the `Learner`) end their chain in `print`: end it in the table
-            for cb in cbs:
-                if getattr(cb, 'old_logger', None) is print: cb.old_logger = self._write_stats
-            self.old_logger = self._base = print
-            return
-        if prev is print or owner in cbs: self._base = print   # `owner` after this one: a leftover of the last fit
-        else: self._next = prev                                # a logger function of the user's gets the rows too
-        self.learn.logger = self._write_stats
-
-    def _write_stats(self, log):
-        super()._write_stats(log)
-        self._next(log)
-
-    def after_fit(self):
-        "Close the bars; `learn.logger` goes back to what it was, also once the logging callbacks after this one undo theirs"
-        super().after_fit()
-        if not hasattr(self, '_base'): return
-        self.learn.logger = self._base
-        for cb in self.learn.cbs:
-            if cb is not self and hasattr(cb, 'old_logger'): cb.old_logger = self._base
-
-    def _launch_pbar(self):
-        if self.show: super()._launch_pbar()
-    def after_train(self):
-        if self.show: super().after_train()
-    def after_validate(self):
-        if self.show: super().after_validate()
-    def after_batch(self):
-        if not self.show: return
-        self.pbar.update(self.iter+1)
-        if hasattr(self, 'smooth_loss') and self.training and (self.iter+1) % self.every == 0:
-            self.pbar.comment = f'{self.smooth_loss.item():.4f}'   # the one host sync, every `every` batches
-
-def _sync_free_bar(learn):
-    "Put `SyncFreeProgressCallback` in place of fastai's default bar"
-    if type(getattr(learn, 'progress', None)) is ProgressCallback:
-        learn.remove_cb(learn.progress); learn.add_cb(SyncFreeProgressCallback())
-    return learn
-
-def _gan_learner(dls, model, trainer, cbs=None, **kwargs):
+# %% ../nbs/04a_gan.ipynb #99b35ca0
+def gan_learner(dls, model, trainer, cbs=None, **kwargs):
     "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"
     cbs = L(cbs) + trainer
     if not any(isinstance(cb, DistributedGAN) for cb in cbs): cbs += DistributedGAN()
-    return _sync_free_bar(Learner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch
-
-# %% ../nbs/04a_gan.ipynb #61ff522b
-def linear_decay_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
-    "`lr` for `n_epochs`, then linearly to ~0 over `n_epochs_decay`, per epoch: a function of `pct_train` for `ParamScheduler`"
-    total = n_epochs + n_epochs_decay
-    def _sched(pos):
-        epoch = min(int(pos * total + 1e-6), total - 1)
-        return lr * (1 - max(0, epoch + 1 - n_epochs) / (n_epochs_decay + 1))
-    return _sched
-
-@patch
-def fit_gan(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, **kwargs):
-    "Fit with the papers' schedule: constant `lr` for `n_epochs`, then linear decay over `n_epochs_decay`"
-    sched = ParamScheduler({'lr': linear_decay_schedule(lr, n_epochs, n_epochs_decay)})
-    self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)
+    return sync_free_bar(Learner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import inspect, json, os, re, shutil, tempfile, warnings
 from collections import OrderedDict
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import torch
 from torch import nn
@@ -14,23 +13,21 @@ from PIL import Image
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
 from .models import UnetGenerator, ResnetGenerator, check_input
-from .pix2pix import paper_test_mode
 from .cyclegan import CycleGANModel
 from .data import image_modes, sample_photos, _photo
-from .checkpoint import CheckpointError, atomic_save, _check_fits, _FORMAT
+from .checkpoint import CheckpointError, atomic_save, check_fits, is_checkpoint, few_keys
+from .inference import generator_settings, eval_mode, run_generator, round_to, from_pil
+from .show import image_grid
 
 # %% auto #0
-__all__ = ['preprocesses', 'test_modes', 'model_file', 'config_file', 'card_file', 'sample_file', 'export_formats',
-           'InteropError', 'clean_state_dict', 'infer_generator', 'generator_from_state_dict', 'generator_settings',
-           'read_generator', 'load_generator', 'reference_resize', 'eval_mode', 'run_generator', 'reference_options',
+__all__ = ['model_file', 'config_file', 'card_file', 'sample_file', 'export_formats', 'InteropError', 'clean_state_dict',
+           'infer_generator', 'generator_from_state_dict', 'read_generator', 'load_generator', 'reference_options',
            'export_reference', 'check_onnx', 'export_onnx', 'network_config', 'write_model_folder', 'sample_grid',
            'model_card', 'read_model_folder', 'export_generator']
 
 # %% ../nbs/11_interop.ipynb #bae8e6ab
 class InteropError(ValueError):
     "A file that cannot be read as a generator, or a generator that cannot be exported"
-
-def _few(ks, n=4): return ', '.join(list(ks)[:n]) + (f' ... ({len(ks)} keys)' if len(ks) > n else '')
 
 def clean_state_dict(sd:dict):
     "`sd` without the `module.` prefix of `nn.DataParallel` saves and the running statistics of old instance-norm layers"
@@ -85,7 +82,7 @@ def _what(sd):
     if not sd: return "no tensors"
     w = sd.get('model.0.weight')
     d = " (a PatchGAN discriminator's layout: pass the generator's file)" if w is not None and w.ndim == 4 and w.shape[-1] == 4 else ''
-    return f"{len(sd)} tensors, keys {_few(list(sd))}{d}"
+    return f"{len(sd)} tensors, keys {few_keys(sd, 4)}{d}"
 
 def infer_generator(sd:dict, **hints):
     "The generator class and its arguments for (cleaned) state dict `sd`; `hints` settle what the keys cannot tell"
@@ -116,22 +113,12 @@ def generator_from_state_dict(sd:dict, device=None, source:str='the state dict',
     try:
         with torch.random.fork_rng(devices=[]): G = cls(**args)   # its random init is overwritten: leave the caller's RNG alone
     except (TypeError, ValueError) as e: raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from e
-    try: _check_fits(G, sd, f"{cls.__name__} built from its keys ({', '.join(f'{k}={v}' for k, v in args.items())})", source)
+    try: check_fits(G, sd, f"{cls.__name__} built from its keys ({', '.join(f'{k}={v}' for k, v in args.items())})", source)
     except CheckpointError as e: raise InteropError(str(e)) from None
     G.load_state_dict(sd)
     return G.to(default_device() if device is None else device).eval()
 
 # %% ../nbs/11_interop.ipynb #f2a34655
-def generator_settings(o, test_mode:str='paper', size:int|None=256):
-    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` (`size` unless a `Learner` knows it) and `test_mode`"
-    if isinstance(o, Learner):
-        t = getattr(o, 'pix2pix_trainer', None)
-        return dict(generator_settings(o.model, getattr(t, 'test_mode', 'eval'), getattr(o.dls, 'crop_size', size)),
-                    in_ch=getattr(o.dls, 'in_ch', None) or generator_settings(o.model)['in_ch'])
-    conv = next((m for m in o.modules() if isinstance(m, nn.modules.conv._ConvNd)), None)
-    in_ch = getattr(o, 'in_ch', None) or getattr(conv, 'in_channels', 3)
-    return dict(in_ch=in_ch, multiple=getattr(o, 'multiple', 1), size=size, test_mode=test_mode)
-
 def _torch_load(fn, device):
     try: return torch.load(fn, map_location=device, weights_only=True)
     except Exception as e:
@@ -142,7 +129,7 @@ def _pick(sd, net, fn):
     "The state dict of network `net` in `sd`, when it holds several (keys `net.*`)"
     if net is not None:
         sub = OrderedDict((k[len(net)+1:], v) for k, v in sd.items() if k.startswith(net + '.'))
-        if not sub: raise InteropError(f"{fn} has no network {net!r}: its keys are {_few(list(sd))}")
+        if not sub: raise InteropError(f"{fn} has no network {net!r}: its keys are {few_keys(sd, 4)}")
         return sub
     keys = [k for k, v in sd.items() if torch.is_tensor(v)]
     if any('.' not in k or k.startswith(('model.', 'module.')) for k in keys): return sd   # one network's layers (or none)
@@ -160,7 +147,7 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hi
         except Exception as e: raise InteropError(f"{fn}: cannot load it as a fastai export ({type(e).__name__}: {e})") from e
         return learn.model.to(device).eval(), generator_settings(learn, size=size)
     ck = _torch_load(fn, device)
-    if isinstance(ck, dict) and ck.get('format') == _FORMAT: sd, source = ck['model'], f"{fn} (a GANCheckpoint)"
+    if is_checkpoint(ck): sd, source = ck['model'], f"{fn} (a GANCheckpoint)"
     elif isinstance(ck, dict) and isinstance(ck.get('model'), dict): sd, source = ck['model'], f"{fn} (a fastai `learn.save` file)"
     elif isinstance(ck, dict): sd, source = ck, str(fn)
     else: raise InteropError(f"{fn} holds a {type(ck).__name__}, not a state dict")
@@ -171,36 +158,6 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hi
 def load_generator(path, device=None, **hints):
     "The generator in `path`: a model folder, a fastai export (.pkl), a `GANCheckpoint`, or a reference state dict (.pth), ready in eval mode"
     return read_generator(path, device, **hints)[0]
-
-# %% ../nbs/11_interop.ipynb #fb9a9c5d
-preprocesses = ('resize', 'scale_width', 'none')
-test_modes = ('paper', 'eval')
-
-def _round_to(n, multiple): return max(multiple, int(round(n / multiple)) * multiple)
-
-def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256, multiple:int=4):
-    "PIL image `im` resized as the reference's test script does with `--preprocess`, sides rounded to `multiple`"
-    if preprocess not in preprocesses: raise ValueError(f"preprocess must be one of {', '.join(preprocesses)}, got {preprocess!r}")
-    w, h = im.size
-    if preprocess == 'resize': w = h = load_size
-    elif preprocess == 'scale_width' and not (w == load_size and h >= load_size): w, h = load_size, int(max(load_size * h / w, load_size))
-    size = (_round_to(w, multiple), _round_to(h, multiple))
-    return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
-
-@contextmanager
-def eval_mode(m:nn.Module):
-    "`m` in eval mode inside the block; every submodule's mode as it was after it"
-    modes = [(o, o.training) for o in m.modules()]
-    m.eval()
-    try: yield m
-    finally:
-        for o, t in modes: o.train(t)
-
-@torch.no_grad()
-def run_generator(G:nn.Module, x:torch.Tensor, test_mode:str='eval'):
-    "`G(x)` in `test_mode`: 'eval' (`G.eval()`) or 'paper' (dropout on, batch statistics), leaving `G`'s modes as they were"
-    if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-    with eval_mode(G), (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
 
 # %% ../nbs/11_interop.ipynb #ae66014c
 _netG_names = {('unet', 'num_downs', 8): 'unet_256', ('unet', 'num_downs', 7): 'unet_128',
@@ -290,7 +247,7 @@ def _build(cfg, sd, source):
         inspect.signature(cls).bind(**args)
         with torch.random.fork_rng(devices=[]): G = cls(**args)
     except (TypeError, ValueError) as e: raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from None
-    try: _check_fits(G, sd, f"{cls.__name__}({args})", source)
+    try: check_fits(G, sd, f"{cls.__name__}({args})", source)
     except CheckpointError as e: raise InteropError(str(e)) from None
     G.load_state_dict(sd)
     return G
@@ -345,9 +302,8 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
 # %% ../nbs/11_interop.ipynb #df676226
 def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
     "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels"
-    from gan_callbacks.cli import image_grid, from_pil
     G, s = model.g_a if hasattr(model, 'g_a') else model, settings
-    side = _round_to(max(size, s['multiple']), s['multiple'])
+    side = round_to(max(size, s['multiple']), s['multiple'])
     dev, rows = next(G.parameters()).device, []
     for name in sample_photos[:n]:
         im, ch = _photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']

@@ -16,13 +16,15 @@ from fastai.metrics import Metric
 from fastai.learner import Learner
 from fastai.torch_core import default_device
 from .data import pix2pix_datablock, get_pairs, gan_callbacks_home
-from .interop import read_generator, generator_settings, run_generator, test_modes, eval_mode
+from .interop import read_generator
+from .inference import generator_settings, run_generator, test_modes, eval_mode, image_exts
+from .show import image_grid
 
 # %% auto #0
 __all__ = ['fid_weights_name', 'fid_weights_url', 'psnr_per_image', 'psnr', 'gaussian_window', 'ssim_per_image', 'ssim',
            'ImageMetric', 'PSNR', 'SSIM', 'frechet_distance', 'feature_stats', 'kernel_distance', 'FIDInception',
            'fid_weights_path', 'fid_inception', 'image_features', 'fid', 'kid', 'translate_all', 'image_scores',
-           'evaluate', 'format_summary', 'baseline_scores']
+           'evaluate', 'format_summary', 'mean_target', 'baseline_scores']
 
 # %% ../nbs/10_metrics.ipynb #2525a9af
 def _dtype(t): return torch.float32 if t.device.type == 'mps' else torch.float64
@@ -211,13 +213,11 @@ def fid_inception(weights=None) -> FIDInception:
     return net.eval()
 
 # %% ../nbs/10_metrics.ipynb #2bd181b3
-_exts = ('.png', '.jpg', '.jpeg', '.bmp', '.tif', '.tiff', '.webp')
-
 def _folder_batches(folder, bs=16):
     "Images of `folder` as RGB batches in [-1, 1], consecutive images of one size together"
     from PIL import Image
-    fns = sorted(f for f in Path(folder).iterdir() if f.suffix.lower() in _exts)
-    if not fns: raise ValueError(f"No images ({', '.join(_exts)}) in {folder}")
+    fns = sorted(f for f in Path(folder).iterdir() if f.suffix.lower() in image_exts)
+    if not fns: raise ValueError(f"No images ({', '.join(image_exts)}) in {folder}")
     batch = []
     for fn in fns:
         with Image.open(fn) as im: a = torch.from_numpy(np.asarray(im.convert('RGB')).copy())
@@ -257,7 +257,7 @@ def _generator(model, device, **hints):
     return (model.model if isinstance(model, Learner) else model).to(device), generator_settings(model, size=None)
 
 # %% ../nbs/10_metrics.ipynb #52121cbf
-def _split(data):
+def _test_folder(data):
     "The folder of pairs in `data`: its `test/` or `val/` part when it has one"
     data = Path(data)
     if not data.is_dir(): raise FileNotFoundError(f"--data {data}: no such directory")
@@ -290,14 +290,9 @@ def image_scores(pred, targ):
 # %% ../nbs/10_metrics.ipynb #00470399
 def _best_worst(x, out, y, ssims, n, fn):
     "Grid of the `n` best then the `n` worst translations by SSIM, rows of input | output | target"
-    from torchvision.utils import make_grid
-    from PIL import Image
     order = np.argsort(-ssims)
     idx = list(order[:n]) + [i for i in order[::-1][:n][::-1] if i not in order[:n]]
-    rgb = lambda t: t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
-    ims = [rgb(t.float().cpu()) for i in idx for t in (x[i], out[i], y[i])]
-    g = make_grid(torch.stack(ims).clamp(-1, 1), nrow=3, padding=2, pad_value=1., normalize=True, value_range=(-1, 1))
-    Image.fromarray((g * 255).round().byte().permute(1, 2, 0).numpy()).save(fn)
+    image_grid([[x[i], out[i], y[i]] for i in idx], pad=1, border=1).save(fn)
     return [int(i) for i in idx]
 
 def _write_csv(fn, names, scores):
@@ -314,7 +309,7 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
     "Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM; FID/KID with weights or `extractor`), best/worst grid"
     t0 = time.time()
     if test_mode not in (None, *test_modes): raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-    folder, device = _split(data), torch.device(device or default_device())
+    folder, device = _test_folder(data), torch.device(device or default_device())
     if extractor is None and fid_weights is not None: extractor = fid_inception(fid_weights)   # fails early when missing
     G, s = _generator(model, device, netG=netG)
     size = size or s['size'] or _image_size(get_pairs(folder, layout)[0], s['multiple'])
@@ -345,11 +340,16 @@ def format_summary(s, out='.'):
 
 # %% ../nbs/10_metrics.ipynb #1e7e2e83
 @torch.no_grad()
-def baseline_scores(dls) -> dict:
-    "Mean L1, PSNR and SSIM on `dls.valid` of predicting the mean training target, and of returning the input"
+def mean_target(dls):
+    "The mean of the second image of `dls.train`'s batches (pix2pix's target, CycleGAN's B) over one epoch"
     s, n = 0., 0
     for _, y in dls.train: s, n = s + y.float().sum(0), n + len(y)
-    mean_img, res = s / n, {}
+    return s / n
+
+@torch.no_grad()
+def baseline_scores(dls) -> dict:
+    "Mean L1, PSNR and SSIM on `dls.valid` of predicting the mean training target, and of returning the input"
+    mean_img, res = mean_target(dls), {}
     for key, guess in (('mean_image', lambda x, y: mean_img.expand_as(y)), ('input', lambda x, y: x)):
         per = [image_scores(guess(x, y).float(), y.float()) for x, y in dls.valid if x.shape == y.shape]
         if per: res.update({f'{key}_{k}': float(np.concatenate([p[k] for p in per]).mean()) for k in per[0]})

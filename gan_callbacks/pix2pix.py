@@ -14,10 +14,11 @@ from fastai.learner import Learner
 from fastai.losses import L1LossFlat
 from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
-from .gan import AdversarialTrainer, pix2pix_adam, paper_test_mode, NonFiniteError, SyncFreeProgressCallback, \
-    linear_decay_schedule, _norm_stats, _gan_learner
+from .optim import pix2pix_adam, linear_decay_schedule
+from .progress import SyncFreeProgressCallback
+from .gan import AdversarialTrainer, paper_test_mode, NonFiniteError, norm_stats, gan_learner
 
-_all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `gan`, used with pix2pix
+_all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `gan` and `progress`, used with pix2pix
 
 # %% auto #0
 __all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule', 'pix2pix_adam', 'paper_test_mode',
@@ -67,7 +68,7 @@ class Pix2pixTrainer(AdversarialTrainer):
         if not train: return
         A, B, fake = last_input, last_target, last_output
         D = self.setup_discriminator(A.shape[1] + B.shape[1])
-        d_stats, d_bad = _norm_stats(D), False   # copies, to undo the iteration should it be skipped
+        d_stats, d_bad = norm_stats(D), False   # copies, to undo the iteration should it be skipped
         self.d_requires_grad(True)
         for _ in range(self.n_critic):
             self.d_opt.zero_grad()
@@ -101,7 +102,7 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
                                        "pick another crop size or pass a `generator`")
         generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
-    return _gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
+    return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
 def pix2pix_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
     "Pix2pix's lr schedule: `linear_decay_schedule`"

@@ -5,7 +5,9 @@ import numpy as np
 import pytest, torch
 from PIL import Image
 from fastai.learner import load_learner
-from gan_callbacks.cli import main, image_grid, translate_image
+from gan_callbacks.cli import main
+from gan_callbacks.show import image_grid
+from gan_callbacks.inference import translate_image
 from gan_callbacks.data import sample_pairs, sample_unpaired
 
 
@@ -113,7 +115,7 @@ def test_image_grid_shapes():
 
 def test_image_grid_labels_title_and_scale():
     import numpy as np
-    from gan_callbacks.cli import display_scale
+    from gan_callbacks.show import display_scale
     assert [display_scale(h) for h in (32, 64, 100, 128, 256)] == [4, 2, 1, 1, 1]
     t = torch.rand(3, 8, 8)*2-1
     g = np.asarray(image_grid([[t, -t, t]]*2, pad=1, labels=('input', 'output', 'target'), title='epoch 1', scale=4))
@@ -129,7 +131,7 @@ def test_image_grid_labels_title_and_scale():
 def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
     import numpy as np
     rows = list(csv.DictReader(open(trained/'history.csv')))
-    from gan_callbacks.cli import SampleGrid
+    from gan_callbacks.show import SampleGrid
     from types import SimpleNamespace
     g = SampleGrid()
     rec = SimpleNamespace(metric_names=['epoch', 'train_loss', 'valid_loss', 'time'], log=[1, 0.5, float(rows[1]['valid_loss']), '00:01'])

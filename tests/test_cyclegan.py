@@ -8,7 +8,8 @@ from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
 from gan_callbacks.models import ResnetGenerator, PatchDiscriminator
-from gan_callbacks.gan import pix2pix_adam, AdversarialTrainer
+from gan_callbacks.gan import AdversarialTrainer
+from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
 

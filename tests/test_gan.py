@@ -7,7 +7,8 @@ from fastai.optimizer import Adam
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.gan import AdversarialTrainer, pix2pix_adam, linear_decay_schedule
+from gan_callbacks.gan import AdversarialTrainer
+from gan_callbacks.optim import pix2pix_adam, linear_decay_schedule
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_schedule
 
 

@@ -7,7 +7,8 @@ from gan_callbacks.models import UnetGenerator, ResnetGenerator, PatchDiscrimina
 from gan_callbacks.interop import (load_generator, read_generator, export_reference, export_onnx, check_onnx, reference_options,
                                    InteropError)
 from gan_callbacks.checkpoint import _FORMAT
-from gan_callbacks.cli import main, from_pil, to_pil
+from gan_callbacks.cli import main
+from gan_callbacks.inference import from_pil, to_pil
 
 # --- reference-layout state dicts, written from the reference's published key layout ----------------------------------
 # (`UnetSkipConnectionBlock`s nested at index 1 of the outermost block and 3 of the others; `ResnetGenerator` one flat
@@ -262,3 +263,19 @@ def test_truncated_file_and_cli_errors(tmp_path, capsys):
     assert 't.pth: cannot read it' in capsys.readouterr().err
     assert run(['translate', '--model', tmp_path/'g.pth', '--input', tmp_path/'i.png', '--output', tmp_path/'o', '--netG', 'unet_256']) == 2
     assert 'num_downs=5, but num_downs=8 was asked for' in capsys.readouterr().err
+
+
+def test_generator_settings_follow_any_trainers_test_mode():
+    "A CycleGAN Learner's test mode is its trainer's, as pix2pix's is (the trainer found by `find_trainer`)"
+    from fastai.data.core import DataLoaders
+    from gan_callbacks.models import ResnetGenerator
+    from gan_callbacks.cyclegan import cyclegan_learner
+    from gan_callbacks.gan import find_trainer
+    from gan_callbacks.inference import generator_settings
+    x = torch.randn(4, 3, 16, 16)
+    dls = DataLoaders.from_dsets(list(zip(x, x.flip(-1))), list(zip(x, x.flip(-1))), bs=2, device='cpu')
+    for mode in ('paper', 'eval'):
+        learn = cyclegan_learner(dls, *(ResnetGenerator(3, 3, ngf=4, n_blocks=1) for _ in 'ab'), lambda_idt=0,
+                                 trainer_kwargs=dict(test_mode=mode))
+        assert find_trainer(learn) is learn.cycle_gan_trainer
+        assert generator_settings(learn)['test_mode'] == mode

@@ -16,7 +16,8 @@ from gan_callbacks.interop import load_generator, export_reference
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, paper_test_mode
 from gan_callbacks.data import sample_pairs
-from gan_callbacks.cli import main, plot_training
+from gan_callbacks.cli import main
+from gan_callbacks.show import plot_training
 from test_pix2pix import HostReads, batches, make_dls, nets
 
 SK_SSIM = dict(gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=2)
