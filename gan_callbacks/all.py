@@ -15,6 +15,7 @@ from .progress import *
 from .gan import *
 from .pix2pix import *
 from .cyclegan import *
+from .cut import *
 from .checkpoint import *
 from .inference import *
 from .show import *
@@ -22,5 +23,5 @@ from .cli import *
 from .metrics import *
 from .interop import *
 from .distributed import *
-from . import core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, checkpoint, inference, show, cli, metrics, interop, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, checkpoint, inference, show, cli, metrics, interop, distributed) for n in m.__all__))
+from . import core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed) for n in m.__all__))

@@ -11,12 +11,13 @@ import torch
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 from PIL import Image
-from fastcore.basics import store_attr
+from fastcore.basics import store_attr, ifnone
 from fastai.callback.progress import CSVLogger
 from fastai.data.transforms import get_image_files
-from .models import UnetGenerator, ResnetGenerator
+from .models import UnetGenerator, ResnetGenerator, init_weights
 from .pix2pix import pix2pix_learner, unet_depth
 from .cyclegan import cyclegan_learner
+from .cut import cut_learner
 from .checkpoint import GANCheckpoint, find_checkpoint
 from .data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image
 from .inference import from_pil, to_pil, translate_image, translate_batch, image_exts, preprocesses, test_modes
@@ -27,7 +28,8 @@ from .distributed import setup_process, distrib_fit, add_launch_args, relaunch
 
 # %% auto #0
 __all__ = ['train_runs', 'CLIError', 'check_numbers', 'Interrupted', 'interruptible', 'TrainRun', 'train', 'Pix2pixRun',
-           'translate', 'true_pairs', 'CycleGANRun', 'train_cyclegan', 'evaluate_cmd', 'resume_command', 'main']
+           'translate', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'train_cyclegan', 'evaluate_cmd',
+           'resume_command', 'main']
 
 # %% ../nbs/06_cli.ipynb #f0466f05
 class CLIError(Exception):
@@ -249,7 +251,39 @@ class CycleGANRun(TrainRun):
         return s, lines + [f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if self.truth else 'a B image'}, one per epoch), "
                            f"generator/ (a model folder: translate --model {out/'generator'} --direction AtoB|BtoA), generator.pkl, summary.json, checkpoints/"]
 
-train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun}   # the models of `train`, by `--model` name
+class CUTRun(CycleGANRun):
+    "CUT on an unpaired folder: one anti-aliased ResNet G, and G scored against true B images when the folder has them"
+    name, mode = 'cut', 'cut'
+    def __init__(self, gan_mode='lsgan', n_blocks=9, lambda_gan=1., lambda_nce=None, nce_idt=None, num_patches=256,
+                 flip_equivariance=None): store_attr()
+    def weights(self): return {'--lambda-gan': self.lambda_gan, '--lambda-nce': ifnone(self.lambda_nce, 1.)}
+    def check(self):
+        super().check()
+        if self.num_patches < 1: raise CLIError(f"--num-patches must be at least 1, got {self.num_patches}")
+
+    def learner(self, data, out, bs, load_size, crop_size, ngf):
+        dls = UnpairedDataLoaders.from_folder(data, load_size=load_size, crop_size=crop_size, bs=bs, num_downs=2)
+        self.truth = true_pairs(data, crop_size, in_ch=dls.in_ch, out_ch=dls.out_ch)
+        G = init_weights(ResnetGenerator(dls.in_ch, dls.out_ch, ngf=ngf, n_blocks=self.n_blocks, antialias=True, antialias_up=True), 'xavier')
+        kw = {k: getattr(self, k) for k in ('gan_mode', 'lambda_gan', 'lambda_nce', 'nce_idt', 'num_patches', 'flip_equivariance') if getattr(self, k) is not None}
+        return cut_learner(dls, G, mode=self.mode, path=out, model_dir='checkpoints', trainer_kwargs=kw)
+
+    def callbacks(self, out, n_samples):
+        grid, *more = super().callbacks(out, n_samples)
+        grid.labels = ('A', 'G(A)', *grid.labels[2:])
+        return [grid, *more]
+    def describe(self, data, dls, crop_size, precision):
+        return (f"Training {'CUT' if self.mode == 'cut' else 'FastCUT'} on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B "
+                f"training images, {crop_size}px, {self.n_blocks} residual blocks, {precision})")
+    def summary(self, learn, data, out, grid):
+        s, lines = super().summary(learn, data, out, grid)
+        return s, [l.replace('G_A', 'G').replace(' --direction AtoB|BtoA', '') for l in lines]
+
+class FastCUTRun(CUTRun):
+    "FastCUT: `CUTRun` with FastCUT's defaults"
+    name, mode = 'fastcut', 'fastcut'
+
+train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun}   # the models of `train`, by `--model` name
 
 def train_cyclegan(data=None, sample=False, out='cyclegan_out', **kwargs):
     "Train CycleGAN on unpaired folder `data` (or the built-in sample): `train(model='cyclegan')`"
@@ -264,12 +298,12 @@ def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligne
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
 def _parser():
-    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN) with fastai')
+    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai')
     sub = p.add_subparsers(dest='cmd', required=True)
-    t = sub.add_parser('train', help='train pix2pix or CycleGAN', description=train.__doc__)
-    t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix) or unpaired (cyclegan) training')
+    t = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT or FastCUT', description=train.__doc__)
+    t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix) or unpaired (cyclegan, cut, fastcut) training')
     src = t.add_mutually_exclusive_group(required=True)
-    src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan: trainA/, trainB/, testA/, testB/)')
+    src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/)')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
     t.add_argument('--out', help='output folder (default pix2pix_out or cyclegan_out)')
     t.add_argument('--epochs', type=int, default=100, help='epochs at the initial lr')
@@ -280,7 +314,7 @@ def _parser():
     t.add_argument('--lr', type=float, default=2e-4, help='initial learning rate')
     t.add_argument('--ngf', type=int, default=64, help="generator's width")
     t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default='fp32', help='bf16 is fast on the CPU; fp16 needs CUDA')
-    t.add_argument('--gan-mode', choices=('vanilla', 'lsgan', 'hinge', 'wgangp'), help='default vanilla (pix2pix), lsgan (cyclegan)')
+    t.add_argument('--gan-mode', choices=('vanilla', 'lsgan', 'hinge', 'wgangp'), help='default vanilla (pix2pix), lsgan (cyclegan, cut)')
     p2p = t.add_argument_group('pix2pix', 'options of --model pix2pix')
     p2p.add_argument('--lambda-l1', type=float, help='weight of the L1 term (default 100)')
     p2p.add_argument('--direction', choices=('AtoB', 'BtoA'), help='default AtoB')
@@ -294,11 +328,17 @@ def _parser():
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
-    c.add_argument('--n-blocks', type=int, help="residual blocks of the ResNet generators (default 9)")
+    c.add_argument('--n-blocks', type=int, help="residual blocks of the ResNet generators (default 9; cut and fastcut too)")
     c.add_argument('--lambda-a', type=float, help='weight of the A -> B -> A cycle loss (default 10)')
     c.add_argument('--lambda-b', type=float, help='weight of the B -> A -> B cycle loss (default 10)')
     c.add_argument('--lambda-idt', type=float, help='weight of the identity loss, relative to the cycle weights (default 0.5; 0 when A and B differ in channels)')
     c.add_argument('--pool-size', type=int, help='fake images kept for the discriminators (default 50, 0: none)')
+    u = t.add_argument_group('cut', 'options of --model cut and --model fastcut (--n-blocks too)')
+    u.add_argument('--lambda-gan', type=float, help="weight of G's GAN term (default 1)")
+    u.add_argument('--lambda-nce', type=float, help='weight of the PatchNCE loss (default 1 for cut, 10 for fastcut)')
+    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help='the NCE identity term on G(B) (default on for cut, off for fastcut)')
+    u.add_argument('--num-patches', type=int, help='locations PatchNCE samples per layer (default 256)')
+    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help='flip half of the inputs (default off for cut, on for fastcut)')
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')

@@ -49,21 +49,24 @@ def _amp_dtype(learn, device_type):
     return torch.float16
 
 def _step(loss, opt, params, scaler=None, clip=None, check_grads=False):
-    "Backward `loss` and step `opt` unless the loss (or, when clipped or checked, the gradient norm) is not finite; returns that flag, on the device"
+    "Backward `loss` and step `opt` (or each of a list of optimizers) unless the loss (or, when clipped or checked, the gradient norm) is not finite; returns that flag, on the device"
     bad = ~torch.isfinite(loss.detach())
-    topt = getattr(opt, 'opt', opt)   # the PyTorch optimizer inside fastai's `OptimWrapper`
+    opts = list(opt) if isinstance(opt, (list, tuple)) else [opt]
+    topts = [getattr(o, 'opt', o) for o in opts]   # the PyTorch optimizers inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
     else: scaler.scale(loss).backward()
     if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
     if clip is not None:
-        if scaler is not None: scaler.unscale_(topt)
+        if scaler is not None:
+            for t in topts: scaler.unscale_(t)
         norm = nn.utils.clip_grad_norm_(params, clip)
     if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
-        scaler.step(topt); scaler.update()
+        for t in topts: scaler.step(t)
+        scaler.update()
     else:
         if clip is None and check_grads: norm = _grad_norm(params)   # one more pass over all the gradients
         if clip is not None or check_grads: bad = bad | ~torch.isfinite(norm)
-        _step_unless(bad, opt)
+        for o in opts: _step_unless(bad, o)
     return bad
 
 def _grad_norm(params):

@@ -12,7 +12,7 @@ from torch import nn
 from PIL import Image
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
-from .models import UnetGenerator, ResnetGenerator, check_input
+from .models import UnetGenerator, ResnetGenerator, ResnetBlock, check_input
 from .cyclegan import CycleGANModel
 from .data import image_modes, sample_photos, _photo
 from .checkpoint import CheckpointError, atomic_save, check_fits, is_checkpoint, few_keys
@@ -65,12 +65,16 @@ def _resnet_arch(sd):
         m = _resnet_key.fullmatch(k)
         if m is None: return None
         if m.group(2) is not None and m.group(3) == 'weight' and v.ndim == 4: blocks.setdefault(int(m.group(1)), []).append(int(m.group(2)))
-    first, last = sd.get('model.1.weight'), sd.get(f'model.{len(blocks) + 17}.weight')
+    aa = 'model.7.filt' in sd                              # CUT: a blur after each downsampling convolution...
+    start = 12 if aa else 10
+    aa_up = f'model.{start + len(blocks)}.filt' in sd      # ...and before each upsampling one
+    first, last = sd.get('model.1.weight'), sd.get(f'model.{start + len(blocks) + (9 if aa_up else 7)}.weight')
     if first is None or last is None or first.ndim != 4 or first.shape[-1] != 7 or last.ndim != 4: return None
     c1, c2 = sorted(next(iter(blocks.values()), [1, 5]))[:2]   # the two convolutions of a residual block
     norm = 'batch' if 'model.2.running_mean' in sd else 'instance' if 'model.1.bias' in sd else 'none'
     args = dict(in_ch=first.shape[1], out_ch=last.shape[0], ngf=first.shape[0], n_blocks=len(blocks), norm=norm,
                 use_dropout=c2 - c1 == (5 if c1 else 4))
+    args.update({k: True for k, on in (('antialias', aa), ('antialias_up', aa_up)) if on})
     return args if c1 else dict(args, padding='zero')
 
 _archs['resnet'] = (ResnetGenerator, _resnet_arch)
@@ -170,9 +174,13 @@ def reference_options(G:nn.Module):
     kind = next(n for n, (c, _) in _archs.items() if c is cls)
     name = next((v for (k, a, n), v in _netG_names.items() if k == kind and args.get(a) == n), None)
     if name is None: raise InteropError(f"the reference has no --netG for {cls.__name__}({args}): build its network by hand")
-    if args.get('padding') == 'zero' or any(isinstance(m, nn.ReplicationPad2d) for m in G.modules()):
+    if args.get('padding') == 'zero' or any(isinstance(m, nn.ReplicationPad2d) for b in G.modules() if isinstance(b, ResnetBlock) for m in b.modules()):
         raise InteropError("the reference's ResNet generators pad by reflection: this one cannot be built with its options")
     drop = any(isinstance(m, nn.Dropout) for m in G.modules())
+    if args.get('antialias') or args.get('antialias_up'):   # CUT's test.py: anti-aliased by default, no dropout by default
+        return (f"--model cut --netG {name} --ngf {args['ngf']} --normG {args['norm']} --input_nc {args['in_ch']} --output_nc {args['out_ch']}"
+                + ('' if args.get('antialias') else ' --no_antialias') + ('' if args.get('antialias_up') else ' --no_antialias_up')
+                + (' --no_dropout False' if drop else ''))
     return (f"--netG {name} --ngf {args['ngf']} --norm {args['norm']} --input_nc {args['in_ch']} --output_nc {args['out_ch']}"
             + ('' if drop else ' --no_dropout'))
 

@@ -15,13 +15,13 @@ sections = [
     ('pix2pix', ['04_pix2pix', '01_models', '02_losses']),
     ('CycleGAN', ['07_cyclegan']),
     ('CUT', ['*_cut']),
-    ('Your own data', ['*_your_data', '03_data', '06_cli', '05_checkpoint']),
-    ('Writing a trainer', ['*trainer*', '04a_gan', '00_core']),
+    ('Your own data', ['*_your_data', '03_data', '06_cli', '*_show', '*_loggers', '05_checkpoint']),
+    ('Writing a trainer', ['*trainer*', '*writ*', '*guide*', '04a_gan', '00_core', '*_optim', '*_progress']),
     ('Metrics', ['10_metrics']),
-    ('Deployment', ['11_interop', '*app*', '*deploy*']),
+    ('Deployment', ['11_interop', '*_inference', '*app*', '*deploy*']),
     ('Distributed', ['12_distributed', '13_main']),
     ('Porting v1 code', ['08_v1']),
-    ('Developing', ['*developing*']),
+    ('Developing', ['*developing*', '*_internals']),
 ]
 
 def title(nb):
@@ -78,6 +78,18 @@ def own_names(mod):
                and getattr(n.args.args[0].annotation, 'id', None) not in defined]
     return [n for n in exported if n in defined] + [n for n in patched if n not in exported]
 
+def make_nav(titles):
+    "The site's navigation: the home page and the notebooks (name -> title) in `sections`' order, the rest under 'More'"
+    nav, left = [], list(titles)
+    for name, pats in sections:
+        got = [s for s in left if any(fnmatch(s, p) for p in pats)]
+        got.sort(key=lambda s: next(i for i,p in enumerate(pats) if fnmatch(s, p)))
+        if name == 'Get started': got = ['index.md'] + got
+        left = [s for s in left if s not in got]
+        if got: nav.append({name: [{'Home': o} if o.endswith('.md') else {titles[o]: f'{o}.ipynb'} for o in got]})
+    if left: nav.append({'More': [{titles[o]: f'{o}.ipynb'} for o in left]})
+    return nav
+
 def build(strict=True):
     work = root/'_proc'/'docs'
     shutil.rmtree(work, ignore_errors=True)
@@ -88,14 +100,7 @@ def build(strict=True):
     nbs = [p for p in sorted((root/'nbs').glob('*.ipynb')) if p.stem != 'index']
     pages = page_names(nbs)
     titles = {p.stem: clean_nb(p, src/p.name, pages) for p in nbs}
-    nav, left = [], list(titles)
-    for name, pats in sections:
-        got = [s for s in left if any(fnmatch(s, p) for p in pats)]
-        got.sort(key=lambda s: next(i for i,p in enumerate(pats) if fnmatch(s, p)))
-        if name == 'Get started': got = ['index.md'] + got
-        left = [s for s in left if s not in got]
-        if got: nav.append({name: [{'Home': o} if o.endswith('.md') else {titles[o]: f'{o}.ipynb'} for o in got]})
-    if left: nav.append({'More': [{titles[o]: f'{o}.ipynb'} for o in left]})
+    nav = make_nav(titles)
     api = []
     for mod, nb in sorted(modules().items(), key=lambda o: o[1]):
         if mod in ('all', '__main__') or not (names := own_names(mod)): continue

@@ -68,8 +68,11 @@ def check(site, shot_dir=None, chromium='/usr/bin/chromium', log=print):
                 links += [(name, h) for h in page.evaluate(links_js)]
                 if shot_dir and name in shots:
                     Path(shot_dir).mkdir(parents=True, exist_ok=True)
-                    page.screenshot(path=str(Path(shot_dir)/shots[name]))
-                    log(f"screenshot of {name}: {Path(shot_dir)/shots[name]}")
+                    shot = Path(shot_dir)/shots[name]
+                    page.screenshot(path=str(shot))
+                    from PIL import Image   # a 256-colour PNG: a page of text is a third of the size
+                    Image.open(shot).convert('RGB').quantize(256, dither=Image.Dither.NONE).save(shot, optimize=True)
+                    log(f"screenshot of {name}: {shot}")
                 page.close()
             browser.close()
     finally: srv.shutdown()

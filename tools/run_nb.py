@@ -1,0 +1,79 @@
+"""Run notebooks and store the outputs a reader wants: the pictures (small PNGs, or JPEGs for photographs) and, with --all, every small text output,
+without progress bars, warnings or HTML, so the notebooks show their figures on GitHub and on the docs site.
+
+    python tools/run_nb.py nbs/17_your_data.ipynb --all
+    python tools/run_nb.py nbs/07_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs"""
+import argparse, base64, io, os, re
+from pathlib import Path
+from execnb.nbio import read_nb, write_nb
+from execnb.shell import CaptureShell
+from PIL import Image
+
+bar = re.compile(r'█|\|-{5,}|\d+\.\d+% \[')   # fastprogress bars written as text
+
+def _png(im, fmt='png', **kw):
+    buf = io.BytesIO()
+    im.save(buf, fmt, optimize=True, **kw)
+    return base64.b64encode(buf.getvalue()).decode()
+
+def small_image(data):
+    "Output `data` with its picture as the smaller of `small_png` and, for photographs, a JPEG of quality 85"
+    png = small_png(''.join(data['image/png']))
+    jpg = _png(Image.open(io.BytesIO(base64.b64decode(png))).convert('RGB'), 'jpeg', quality=85)
+    if len(jpg) * 2 > len(png): return {**data, 'image/png': png}   # figures of lines and text stay PNG
+    return {k: v for k, v in data.items() if k != 'image/png'} | {'image/jpeg': jpg}
+
+def small_png(b64, max_width=1400):
+    "PNG `b64`, halved (box filter) while wider than `max_width`, re-encoded with a 256-colour palette when that is smaller"
+    im = Image.open(io.BytesIO(base64.b64decode(b64))).convert('RGB')
+    cands = [b64]
+    if im.width > max_width:
+        while im.width > max_width: im = im.reduce(2)
+        cands = [_png(im)]
+    cands.append(_png(im.quantize(256, dither=Image.Dither.NONE)))
+    return min(cands, key=len)
+
+def keep(o, text):
+    "Output `o` without progress bars, stderr or HTML; `None` when nothing is left"
+    if o['output_type'] == 'stream':
+        if o.get('name') == 'stderr' or not text: return None
+        lines = [l.split('\r')[-1] for l in ''.join(o['text']).split('\n')]   # what a terminal shows at the end
+        t = '\n'.join(l for l in lines if not bar.search(l) and l.strip() != 'I')
+        return {**o, 'text': t.strip('\n') + '\n'} if t.strip() else None
+    if o['output_type'] in ('display_data', 'execute_result'):
+        data = {k: v for k, v in o.get('data', {}).items() if k in ('image/png', 'image/jpeg', 'text/plain')}
+        if not {'image/png', 'image/jpeg'} & set(data) and (not text or '<progress' in str(o.get('data', {}).get('text/html', ''))): return None
+        if 'text/plain' in data and len(''.join(data['text/plain'])) > 2000 and len(data) == 1: return None
+        if 'image/png' in data: data = small_image(data)
+        return {**o, 'data': data, 'metadata': {}}
+    return None   # errors are not stored
+
+def run(nb_path, all_text=False, cells=None):
+    nb_path = Path(nb_path).resolve()
+    nb = read_nb(nb_path)
+    cwd = os.getcwd()
+    os.chdir(nb_path.parent)   # as nbdev_test runs it
+    sh = CaptureShell()
+    sh.run('import random, numpy, torch; random.seed(0); numpy.random.seed(0); torch.manual_seed(0)')   # the same pictures at every run
+    try: sh.run_all(nb, exc_stop=True)
+    finally: os.chdir(cwd)
+    code = [c for c in nb.cells if c.cell_type == 'code']
+    for i, c in enumerate(code):
+        outs = [o for o in (keep(o, all_text) for o in c.get('outputs', [])) if o is not None]
+        pics = any({'image/png', 'image/jpeg'} & set(o.get('data', {})) for o in outs)
+        wanted = (i in cells) if cells is not None else (all_text or pics)
+        c['outputs'] = outs if wanted and not c.source.lstrip().startswith('#| hide') else []
+        c['execution_count'] = None
+        for o in c['outputs']:
+            if 'execution_count' in o: o['execution_count'] = None
+    write_nb(nb, nb_path)
+    n = sum(bool(c['outputs']) for c in code)
+    print(f"{nb_path.name}: outputs stored in {n} of {len(code)} code cells")
+
+if __name__ == '__main__':
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument('notebooks', nargs='+')
+    p.add_argument('--all', action='store_true', help='keep small text outputs too, not only pictures')
+    p.add_argument('--cells', type=int, nargs='*', help='only these code cells (0-based) keep their outputs')
+    a = p.parse_args()
+    for nb in a.notebooks: run(nb, a.all, a.cells)
