@@ -301,6 +301,32 @@ def bench_config(cfg:Cfg, P, peak, lap, max_other):
     print()
     return r
 
+def loop_cost(P, max_other):
+    """What the trainer path adds per iteration on a model that does almost no work: per-round differences trainer - plain,
+    in wall time and in this process's CPU time (the host work itself, which other processes on the machine disturb less)"""
+    n = P['overhead_iters']
+    batches, models = make_batches(TINY, n), make_models(TINY)
+    tv = {f"{p} {prec}": build(p, TINY, batches, prec == 'bf16', models=models) for prec in ('fp32', 'bf16') for p in ('trainer', 'plain')}
+    for v in tv.values(): v.run()   # warm-up
+    wall, cpu, names = {k: [] for k in tv}, {k: [] for k in tv}, list(tv)
+    for r in range(P['rounds']):
+        for k in (names if r % 2 == 0 else names[::-1]):
+            c0, w0 = time.process_time(), time.perf_counter(); tv[k].run()
+            cpu[k].append((time.process_time() - c0) / n); wall[k].append((time.perf_counter() - w0) / n)
+    del tv; gc.collect()
+    print(f"== loop cost: {TINY} (almost no compute), fits of {n} iterations, {torch.get_num_threads()} threads, "
+          f"{P['rounds']} interleaved rounds; load average now {os.getloadavg()[0]:.2f}")
+    res = {}
+    for prec in ('fp32', 'bf16'):
+        for what, t in (('CPU', cpu), ('wall', wall)):
+            a, b = statistics.median(t[f'trainer {prec}']), statistics.median(t[f'plain {prec}'])
+            d = sorted((x - y) * 1e3 for x, y in zip(t[f'trainer {prec}'], t[f'plain {prec}']))
+            q = statistics.quantiles(d, n=4, method='inclusive') if len(d) > 1 else d * 3
+            print(f"{prec} {what:>4}: trainer {a*1e3:.2f} ms, plain {b*1e3:.2f} ms per iteration: the trainer path adds "
+                  f"{statistics.median(d):.2f} ms (per-round median, quartiles {q[0]:.2f}-{q[2]:.2f})")
+            res[prec, what] = statistics.median(d)
+    return res
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Report
 
@@ -320,6 +346,7 @@ def main():
     ap.add_argument('--max-other', type=float, default=0.1, help="a run counts as quiet when other processes used at "
                     "most this many CPU cores meanwhile (default 0.1); medians and ratios use quiet runs")
     ap.add_argument('--mem-worker', help=argparse.SUPPRESS)
+    ap.add_argument('--loop-only', action='store_true', help='only the loop cost (tiny model): what the trainer adds per iteration')
     args = ap.parse_args()
     if args.mem_worker: return mem_worker(json.loads(args.mem_worker))
 
@@ -334,6 +361,8 @@ def main():
           f"interleaved rounds of {P['iters']} iterations, up to twice as many rounds while a comparison has fewer "
           f"than 3 rounds with both runs quiet (other processes using at most {args.max_other} cores)\n")
 
+    if args.loop_only:
+        loop_cost(P, args.max_other); lap('loop cost'); return
     peak = {'fp32': matmul_gflops(torch.float32, P['mm_n']), 'bf16': matmul_gflops(torch.bfloat16, P['mm_n'])}
     print(f"matmul peak ({P['mm_n']}x{P['mm_n']}): fp32 {peak['fp32']:.0f} GFLOP/s, bf16 {peak['bf16']:.0f} GFLOP/s")
     lap('matmul')
@@ -341,16 +370,7 @@ def main():
 
     res = {cfg.name: bench_config(cfg, P, peak, lap, args.max_other) for cfg in P['configs']}
 
-    # The loop's own cost per iteration, on a model that does almost no work
-    n = P['overhead_iters']
-    batches, models = make_batches(TINY, n), make_models(TINY)
-    tv = {f"{p} {prec}": build(p, TINY, batches, prec == 'bf16', models=models) for prec in ('fp32', 'bf16') for p in ('trainer', 'plain')}
-    tt, _ = interleave(tv, P['rounds'], n, args.max_other, [(p, f'trainer {p}', f'plain {p}') for p in ('fp32', 'bf16')])
-    del tv; gc.collect()
-    print(f"== loop cost: {TINY} (almost no compute), fits of {n} iterations")
-    for prec in ('fp32', 'bf16'):
-        a, b = tt.median(f'trainer {prec}'), tt.median(f'plain {prec}')
-        print(f"{prec}: trainer {a*1e3:.2f} ms, plain {b*1e3:.2f} ms per iteration: the trainer path adds {(a-b)*1e3:.2f} ms")
+    loop_cost(P, args.max_other)
     lap('loop cost')
     print()
 

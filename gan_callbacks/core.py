@@ -4,6 +4,7 @@
 
 # %% ../nbs/00_core.ipynb #8703b554
 from __future__ import annotations
+import functools
 import torch
 from fastcore.basics import noop
 from .internals import wrap_epoch_events, unwrap_epoch_events, valid_metrics
@@ -33,6 +34,14 @@ def init_state(**kwargs):
 # %% ../nbs/00_core.ipynb #98ec4102
 def _unlist(b): return b[0] if len(b)==1 else b
 def _listify(o): return tuple(o) if isinstance(o, (list, tuple)) else (o,)
+
+@functools.lru_cache(maxsize=None)
+def _defines(cls, name): return any(name in k.__dict__ for k in cls.__mro__)
+
+def _v1_method(cb, name):
+    "`cb.<name>` if the callback itself has it: a missing one is not searched for in the Learner and the model, as fastai's attribute fall-through would"
+    f = cb.__dict__.get(name)
+    return f if f is not None or not _defines(type(cb), name) else getattr(cb, name)
 
 # %% ../nbs/00_core.ipynb #7cb08d2e
 class StateDictControl(Callback):
@@ -77,7 +86,7 @@ class StateDictCallback(Callback):
 
     def _call(self, name, writeback=None, **extra):
         "Call `self.<name>(**state)` if defined, check and store what it returns, and write mirrored keys back"
-        f = getattr(self, name, None)
+        f = _v1_method(self, name)
         if f is None: return
         new = f(**self.cb_state, **extra)
         if not new: return

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from PIL import Image, ImageOps
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastcore.parallel import parallel
@@ -19,11 +20,12 @@ from skimage.feature import canny
 
 # %% auto #0
 __all__ = ['image_modes', 'sample_photos', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type',
-           'open_image', 'ImageHalf', 'PairFile', 'check_sizes', 'ResizeCropFlip', 'get_pairs', 'check_images',
-           'ToImage', 'Pix2pixDL', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
-           'UnpairedDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home', 'sample_pairs', 'sample_mapping',
-           'sample_unpaired', 'is_deep', 'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'DeepFile',
-           'DeepResizeCropFlip', 'deep_files', 'is_deep_folder', 'bit_depth', 'deep_dataloaders']
+           'open_image', 'ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs',
+           'check_images', 'ToImage', 'Pix2pixDL', 'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders',
+           'ImageFile', 'UnpairedDL', 'UnpairedDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home',
+           'sample_pairs', 'sample_mapping', 'sample_unpaired', 'is_deep', 'read_array', 'read_image', 'write_image',
+           'TensorImageDeep', 'DeepFile', 'DeepResizeCropFlip', 'deep_files', 'is_deep_folder', 'bit_depth',
+           'deep_dataloaders']
 
 # %% ../nbs/03_data.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -48,29 +50,51 @@ def image_type(ch=3):
     return _image_types[ch]
 
 # %% ../nbs/03_data.ipynb #84163542
-def open_image(fn, mode='RGB'):
-    "Read image file `fn` into a PIL image of `mode`, naming `fn` if it cannot be read"
-    try:
-        with Image.open(fn) as im: return im.convert(mode)
+def _load(fn, size=None):
+    "Image file `fn` decoded in its own mode; a JPEG at the smallest of the scales 1, 1/2, 1/4, 1/8 keeping it at least `size` (w, h)"
+    with Image.open(fn) as im:
+        if size is not None and im.format == 'JPEG': im.draft(im.mode, size)
+        im.load()
+        return im
+
+def _convert(im, mode): return im if im.mode == mode else im.convert(mode)
+
+def open_image(fn, mode='RGB', size=None):
+    "Read image file `fn` into a PIL image of `mode`, naming `fn` if it cannot be read; `size`: see `_load`"
+    try: return _convert(_load(fn, size), mode)
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
+
+class _LastFile:
+    "The image file read last, kept so that the A and the B half of an A|B file cost one decode"
+    def __init__(self): self.key = self.im = None
+    def __call__(self, fn, size=None):
+        try:
+            st = os.stat(fn)
+            key = (os.fspath(fn), size, st.st_mtime_ns, st.st_size)
+            if key != self.key: self.key,self.im = None,_load(fn, size); self.key = key
+        except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
+        return self.im
+
+_last_file = _LastFile()
 
 # %% ../nbs/03_data.ipynb #ce00230d
 class ImageHalf(Transform):
-    "Get the left (`i=0`) or right (`i=1`) half of a side-by-side A|B image file, in PIL `mode`"
-    _retain = False
-    def __init__(self, i=0, mode='RGB'): super().__init__(); store_attr()
+    "Get the left (`i=0`) or right (`i=1`) half of a side-by-side A|B image file, in PIL `mode`; JPEGs decoded smaller when both halves stay at least `size`"
+    _retain,size = False,None
+    def __init__(self, i=0, mode='RGB', size=None): super().__init__(); store_attr()
     def encodes(self, fn):
-        im = open_image(fn, self.mode)
+        im = _last_file(fn, None if self.size is None else (2*self.size, self.size))
         w,h = im.size
-        return im.crop((self.i*w//2, 0, (self.i+1)*w//2, h))
-    __repr__ = basic_repr('i,mode')
+        try: return _convert(im.crop((self.i*w//2, 0, (self.i+1)*w//2, h)), self.mode)
+        except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
+    __repr__ = basic_repr('i,mode,size')
 
 class PairFile(ItemTransform):
-    "Get file `i` of an (A file, B file) pair, in PIL `mode`"
-    _retain = False
-    def __init__(self, i=0, mode='RGB'): store_attr()
-    def encodes(self, fns): return open_image(fns[self.i], self.mode)
-    __repr__ = basic_repr('i,mode')
+    "Get file `i` of an (A file, B file) pair, in PIL `mode`; JPEGs decoded smaller when they stay at least `size`"
+    _retain,size = False,None
+    def __init__(self, i=0, mode='RGB', size=None): store_attr()
+    def encodes(self, fns): return open_image(fns[self.i], self.mode, None if self.size is None else (self.size,)*2)
+    __repr__ = basic_repr('i,mode,size')
 
 # %% ../nbs/03_data.ipynb #5e858121
 def check_sizes(load_size=286, crop_size=256, num_downs=None):
@@ -84,6 +108,12 @@ def check_sizes(load_size=286, crop_size=256, num_downs=None):
                          f"use e.g. {max(m, crop_size//m*m)}")
 
 # %% ../nbs/03_data.ipynb #b8585e80
+def resize_bicubic(x, size):
+    "Uint8 image tensor `x` ((N,) C, H, W) resized to `size` x `size` with Pillow's bicubic filter, on uint8"
+    if x.shape[-2:] == (size, size): return x
+    if x.ndim == 3: return resize_bicubic(x[None], size)[0]
+    return F.interpolate(x, size=(size, size), mode='bicubic', antialias=True)
+
 class ResizeCropFlip(RandTransform):
     "pix2pix's resize to `load_size`, random `crop_size` crop and flip, shared by an item's images; validation: resize to `crop_size`"
     split_idx,order = None,1
@@ -104,6 +134,31 @@ class ResizeCropFlip(RandTransform):
         x = x.resize((self.load_size,)*2, self.resample)
         x = x.crop((self.left, self.top, self.left+self.crop_size, self.top+self.crop_size))
         return x.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if self.flip else x
+
+    def encodes(self, x:TensorImage): return self._tensors([x])[0]   # (C, H, W) uint8
+
+    def __call__(self, b, split_idx=None, **kwargs):
+        if not _same_uint8(b): return super().__call__(b, split_idx=split_idx, **kwargs)
+        self.before_call(b, split_idx)
+        return type(b)(self._tensors(b))   # A and B resized in one call, no dispatch per image
+
+    def _tensors(self, xs):
+        "Images `xs` (uint8 tensors of one shape) resized, cropped and flipped with plain tensor ops"
+        if self.resample != Image.Resampling.BICUBIC: raise ValueError(f"{type(self).__name__}: tensors are resized bicubic only, not with {self.resample!r}")
+        # plain tensors (fastai's subclass dispatch costs more than these ops), channels last, as the uint8 kernel wants
+        t = torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)
+        c = self.crop_size
+        if not self.train: t = resize_bicubic(t, c)
+        else:
+            t = resize_bicubic(t, self.load_size)[..., self.top:self.top+c, self.left:self.left+c]
+            if self.flip: t = t.flip(-1)
+        return [type(x)(o) for x, o in zip(xs, t)]   # views, channels last: made contiguous with the conversion to float
+
+def _same_uint8(b):
+    "Whether `b` is a tuple of uint8 image tensors of one shape"
+    if not (isinstance(b, tuple) and b and all(isinstance(x, TensorImage) for x in b)): return False
+    ts = [x.as_subclass(Tensor) for x in b]
+    return all(t.dtype == torch.uint8 and t.shape == ts[0].shape for t in ts)
 
 # %% ../nbs/03_data.ipynb #43ddffd2
 def _list(xs, n=10):
@@ -148,16 +203,30 @@ def check_images(fns, aligned=True):
         if aligned and w < 2: raise ValueError(f"{fn} is {w}x{h}: an aligned A|B image needs at least 2 columns, A's and B's")
 
 # %% ../nbs/03_data.ipynb #b2ab17d0
+_uint8_modes = {'L', 'RGB'}   # RGBA stays PIL: Pillow resizes it with premultiplied alpha
+
+def _uint8_tensor(im, cls):
+    "PIL image `im` of an 8-bit mode as a (C, H, W) uint8 tensor of class `cls`"
+    t = torch.from_numpy(np.array(im))
+    return cls(t[None] if t.ndim == 2 else t.permute(2, 0, 1))
+
 class ToImage(Transform):
-    "Cast a PIL image to fastai image class `cls`; the target's also names the default loss"
+    "Cast a PIL image to fastai image class `cls`, gray and RGB ones straight to its uint8 tensor class; the target's also names the default loss"
     _retain = False
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
-    def encodes(self, im): return self.cls.create(im)
+    def encodes(self, im):
+        if isinstance(im, Image.Image) and im.mode in _uint8_modes: return _uint8_tensor(im, self.cls._tensor_cls)
+        return self.cls.create(im)   # the general path: PIL images, to tensors after the augmentation
 
 # %% ../nbs/03_data.ipynb #207db54a
 pickle_transforms_by_function()   # process-wide, see `internals`
 
 # %% ../nbs/03_data.ipynb #6d1a4bfd
+def _loader_defaults(device, num_workers=None, **kwargs):
+    "The loaders' keyword arguments for `device`: pinned memory and one worker per core on CUDA, no workers on the CPU"
+    kwargs.setdefault('pin_memory', device.type=='cuda')
+    return dict(kwargs, num_workers=ifnone(num_workers, defaults.cpus if device.type=='cuda' else 0))
+
 class Pix2pixDL(TfmdDL):
     "`TfmdDL` whose batches go to the device with a non-blocking copy (from pinned memory on CUDA)"
     def __iter__(self):
@@ -170,6 +239,16 @@ class Pix2pixDL(TfmdDL):
         self.after_iter()
         if hasattr(self, 'it'): del(self.it)
 
+# %% ../nbs/03_data.ipynb #13d21aab
+class IntToSignedFloat(DisplayedTransform):
+    "Integer image batches to float32 in [-1, 1], as fastai's `IntToFloatTensor` then `Normalize.from_stats(0.5, 0.5)` but in one transform on plain tensors"
+    order = 10
+    def __init__(self, div=255.): super().__init__(); store_attr()
+    def encodes(self, x:TensorImage):
+        t = x.as_subclass(Tensor).to(torch.float32, memory_format=torch.contiguous_format, copy=True)
+        return type(x)(t.div_(self.div).sub_(0.5).div_(0.5))   # the same float32 operations as the reference's ToTensor + Normalize
+    def decodes(self, x:TensorImage): return type(x)(((x.as_subclass(Tensor) * 0.5 + 0.5).clamp(0., 1.) * self.div).long())
+
 # %% ../nbs/03_data.ipynb #8bc2f9da
 def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_size=256, in_ch=3, out_ch=3, splitter=None):
     "A `DataBlock` of (input, target) images from A|B file names ('aligned') or (A, B) file pairs ('separate')"
@@ -177,11 +256,10 @@ def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_si
     if direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', not {direction!r}")
     get = ImageHalf if layout=='aligned' else PairFile
     i,j = (0,1) if direction=='AtoB' else (1,0)
-    blocks = (TransformBlock(ToImage(image_type(in_ch)), batch_tfms=IntToFloatTensor),
-              TransformBlock(ToImage(image_type(out_ch), loss_func=L1LossFlat()), batch_tfms=IntToFloatTensor))
+    blocks = (TransformBlock(ToImage(image_type(in_ch))), TransformBlock(ToImage(image_type(out_ch), loss_func=L1LossFlat())))
     return DataBlock(blocks=blocks, n_inp=1, dl_type=Pix2pixDL,
-                     getters=[get(i, image_modes[in_ch]), get(j, image_modes[out_ch])], splitter=splitter,
-                     item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=Normalize.from_stats(0.5, 0.5))
+                     getters=[get(i, image_modes[in_ch], load_size), get(j, image_modes[out_ch], load_size)], splitter=splitter,
+                     item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=IntToSignedFloat())
 
 # %% ../nbs/03_data.ipynb #f1c7e6b5
 class Pix2pixDataLoaders(DataLoaders):
@@ -208,7 +286,7 @@ class Pix2pixDataLoaders(DataLoaders):
 
     @classmethod
     def from_folder(cls, path, layout='aligned', direction='AtoB', load_size=286, crop_size=256, bs=1, train='train',
-                    valid='val', valid_pct=None, seed=None, in_ch=3, out_ch=3, num_downs=None, num_workers=0,
+                    valid='val', valid_pct=None, seed=None, in_ch=3, out_ch=3, num_downs=None, num_workers=None,
                     device=None, check=True, **kwargs):
         "Pairs from `path/train` and `path/valid` (else a random `valid_pct` split) in `layout` 'aligned' or 'separate'"
         path = Path(path)
@@ -221,19 +299,21 @@ class Pix2pixDataLoaders(DataLoaders):
         dblock.splitter = (IndexSplitter(list(range(len(trn), len(trn)+len(val)))) if use_valid
                            else RandomSplitter(ifnone(valid_pct, 0.2), seed=seed))
         device = torch.device(ifnone(device, default_device()))
-        kwargs.setdefault('pin_memory', device.type=='cuda')
-        dls = dblock.dataloaders(trn+val, path=path, bs=bs, num_workers=num_workers, device=device, **kwargs)
+        kwargs = _loader_defaults(device, num_workers, **kwargs)
+        dls = dblock.dataloaders(trn+val, path=path, bs=bs, device=device, **kwargs)
         if not len(dls.train): raise ValueError(f"No training batch: {len(dls.train_ds)} training pairs for bs={bs}")
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=out_ch, load_size=load_size,
                    crop_size=crop_size)
 
 # %% ../nbs/03_data.ipynb #03f0ad6f
 class ImageFile(Transform):
-    "Read an image file (a `Path` or `str`) in PIL `mode`; a PIL image is converted to `mode`"
-    _retain = False
-    def __init__(self, mode='RGB'): super().__init__(); store_attr()
-    def encodes(self, fn): return fn.convert(self.mode) if isinstance(fn, Image.Image) else open_image(fn, self.mode)
-    __repr__ = basic_repr('mode')
+    "Read an image file (a `Path` or `str`) in PIL `mode`, JPEGs decoded smaller when they stay at least `size`; a PIL image is converted to `mode`"
+    _retain,size = False,None
+    def __init__(self, mode='RGB', size=None): super().__init__(); store_attr()
+    def encodes(self, fn):
+        if isinstance(fn, Image.Image): return fn.convert(self.mode)
+        return open_image(fn, self.mode, None if self.size is None else (self.size,)*2)
+    __repr__ = basic_repr('mode,size')
 
 # %% ../nbs/03_data.ipynb #b4bcd883
 class UnpairedDL(Pix2pixDL):
@@ -280,7 +360,7 @@ class UnpairedDL(Pix2pixDL):
 # %% ../nbs/03_data.ipynb #778bdae3
 def _domain(trn, val, ch, load_size, crop_size):
     "`TfmdLists` of one domain's images, `ch` channels, training files `trn` and validation files `val`"
-    tfms = [ImageFile(image_modes[ch]), ToImage(image_type(ch)), ResizeCropFlip(load_size, crop_size)]
+    tfms = [ImageFile(image_modes[ch], load_size), ToImage(image_type(ch)), ResizeCropFlip(load_size, crop_size)]
     return TfmdLists(trn+val, tfms, splits=[list(range(len(trn))), list(range(len(trn), len(trn)+len(val)))])
 
 def _random_split(fns, valid_pct, seed):
@@ -293,7 +373,7 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
     "`DataLoaders` of unpaired (A, B) images for CycleGAN: A has `in_ch` channels, B `out_ch`"
     @classmethod
     def from_folder(cls, path, load_size=286, crop_size=256, bs=1, train='train', valid='test', valid_pct=None, seed=None,
-                    in_ch=3, out_ch=3, num_downs=None, num_workers=0, device=None, check=True, **kwargs):
+                    in_ch=3, out_ch=3, num_downs=None, num_workers=None, device=None, check=True, **kwargs):
         "A and B images from `path/trainA`, `path/trainB`, validated on `path/testA`, `path/testB` (else a random `valid_pct`)"
         path = Path(path)
         check_sizes(load_size, crop_size, num_downs)
@@ -304,9 +384,9 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
         if check: check_images([f for o in trn+val for f in o], aligned=False)
         tls = [_domain(t, v, ch, load_size, crop_size) for t,v,ch in zip(trn, val, (in_ch, out_ch))]
         device = torch.device(ifnone(device, default_device()))
-        kwargs.setdefault('pin_memory', device.type=='cuda')
-        dls = Datasets(tls=tls, n_inp=2).dataloaders(bs=bs, path=path, num_workers=num_workers, device=device,
-            dl_type=UnpairedDL, after_item=ToTensor(), after_batch=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)], **kwargs)
+        kwargs = _loader_defaults(device, num_workers, **kwargs)
+        dls = Datasets(tls=tls, n_inp=2).dataloaders(bs=bs, path=path, device=device,
+            dl_type=UnpairedDL, after_item=ToTensor(), after_batch=IntToSignedFloat(), **kwargs)
         if not len(dls.train): raise ValueError(f"No training batch: {len(trn[0])} A images in {path/(train+'A')} for bs={bs}, "
                                                f"and {len(trn[1])} B images")
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=out_ch, load_size=load_size,

@@ -111,6 +111,7 @@ def _gloo_dl(self, dl):
 class DistributedGAN(Callback):
     "With `learn.distrib_ctx()`: fastai's DDP on the CPU over gloo, and the generator's parameters noted for `average_grads` (the trainers share the discriminators)"
     order = DistributedTrainer.order - 0.5   # fixes `DistributedTrainer` before its `before_fit` wraps anything
+    run_train = run_valid = False   # no per-batch events: fastai then skips looking for them on every batch
     _stateattrs = ('dt',)
     def __init__(self, timeout:float=600.): store_attr()   # seconds a collective waits for the other processes
 

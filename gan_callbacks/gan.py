@@ -133,10 +133,18 @@ class NonFiniteError(FloatingPointError):
     "Training stopped: too many iterations in a row had a non-finite loss or gradients"
 
 # %% ../nbs/04a_gan.ipynb #38c02f2c
+import weakref
+_norm_layers_of = weakref.WeakKeyDictionary()   # model -> its BatchNorm layers; emptied when a fit starts
+
+def _norm_layers(model):
+    "The BatchNorm layers of `model`: a walk over its modules, done once per fit rather than per batch"
+    ls = _norm_layers_of.get(model)
+    if ls is None: ls = _norm_layers_of[model] = [m for m in model.modules() if isinstance(m, NormBase)]
+    return ls
+
 def norm_stats(*models):
     "The running statistics of the BatchNorm layers of `models`, and a copy of them (one flat tensor per dtype)"
-    bufs = [b for model in models for m in model.modules() if isinstance(m, NormBase)
-            for b in m.buffers(recurse=False)]
+    bufs = [b for model in models for m in _norm_layers(model) for b in m.buffers(recurse=False)]
     return bufs, {dt: flat for dt, (_, flat) in flat_by_dtype(bufs).items()}
 
 def restore_if(bad, stats):
@@ -195,6 +203,7 @@ class AdversarialTrainer(StateDictCallback):
         if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
         store_attr()
         self.d_opt = self.g_scaler = self.d_scaler = self.amp_dtype = None
+        self._plists = {}   # parameter lists, made once per fit
         self.hist, self._avg, self._n, self.n_skipped, self._row, self._warned_opt = [], None, 0, 0, 0, False
         self._shared = set()   # the discriminators made the same on every process in this fit
         self._metrics = [ValueMetric(_LastValue(self, i), c) for i, c in enumerate(self.cols)]
@@ -216,6 +225,7 @@ class AdversarialTrainer(StateDictCallback):
     def on_train_begin(self, **kwargs):
         "Set up device, precision, discriminators, loss columns and counts; snapshot the state for `lr_find`"
         learn = self.learn
+        self._plists = {}; _norm_layers_of.clear()   # modules may have changed since the last fit
         self.device = learner_device(learn)
         self.device_type = torch.device(self.device).type
         self.amp_dtype = _amp_dtype(learn, self.device_type)
@@ -249,7 +259,7 @@ class AdversarialTrainer(StateDictCallback):
         self._test_ctx = paper_test_mode(self.learn.model) if not train and self.test_mode == 'paper' else nullcontext()
         self._amp_ctx = self.autocast()
         if train:
-            for p in self.learn.model.parameters(): p.grad = None   # last step's gradients, freed before the forward
+            for p in self._g_params(): p.grad = None   # last step's gradients, freed before the forward
             self._g_stats = norm_stats(self.learn.model, *self._frozen_ds())   # the forward is about to update them
         self._test_ctx.__enter__(); self._amp_ctx.__enter__()
         if self.channels_last: return {'last_input': _cl(last_input), 'last_target': _cl(last_target)}
@@ -281,24 +291,35 @@ class AdversarialTrainer(StateDictCallback):
             elif k in self._shared or not is_distributed(): continue
             setattr(self, k, _speed_up(share_module(self.learn, D), self.channels_last, self.compile))
             if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked
+        self._plists.pop('d', None)
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
-    def _d_params(self): return [p for D in self.discriminators.values() for p in D.parameters()]
+    def _g_params(self):
+        "The Learner's model's parameters, listed once per fit"
+        if 'g' not in self._plists: self._plists['g'] = list(self.learn.model.parameters())
+        return self._plists['g']
+
+    def _d_params(self):
+        "The discriminators' parameters, listed once per fit (and again when `setup_discriminators` builds one)"
+        if 'd' not in self._plists: self._plists['d'] = [p for D in self.discriminators.values() if D is not None for p in D.parameters()]
+        return self._plists['d']
 
     def d_requires_grad(self, b:bool):
         "Make the discriminators trainable (`True`) or frozen"
-        for D in self.discriminators.values(): D.requires_grad_(b)
+        for p in self._d_params(): p.requires_grad_(b)
 
     def _sync_d_hypers(self):
         "D follows the Learner's schedule: this batch's lr (times `d_lr_mult`), mom and wd"
         g, d = self.learn.opt.hypers[-1], self.d_opt.hypers[0]
         for k in ('lr', 'mom', 'wd'):
-            if k in g and k in d: self.d_opt.set_hyper(k, float(g[k] * self.d_lr_mult if k == 'lr' else g[k]))
+            if k not in g or k not in d: continue
+            v = float(g[k] * self.d_lr_mult if k == 'lr' else g[k])
+            if d[k] != v: self.d_opt.set_hyper(k, v)   # most batches: unchanged
 
     def step_g(self, loss):
         "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
-        return _step(loss, self.learn.opt, list(self.learn.model.parameters()), self.g_scaler, self.clip_g, self.check_grads)
+        return _step(loss, self.learn.opt, self._g_params(), self.g_scaler, self.clip_g, self.check_grads)
 
     def step_d(self, loss):
         "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
@@ -379,10 +400,12 @@ class AdversarialTrainer(StateDictCallback):
         self.load_state_dict(sd)
         for k in absent: setattr(self, k, None)
         if no_opt or absent: self.d_opt = None
+        self._plists = {}
 
     def __getstate__(self):
         state = StateDictCallback.__getstate__(self)
         for k in ('_amp_ctx', '_test_ctx', '_g_stats', '_flags', '_lr_find_state'): state.pop(k, None)
+        state['_plists'] = {}
         state.update(hist=[], _avg=None, _n=0)
         if not self.export_discriminator:
             for k in (*self.d_names, 'd_opt', 'd_scaler', 'g_scaler'): state[k] = None
