@@ -14,9 +14,12 @@ shots = {'index.html': 'docs_home.png', '07_cyclegan.html': 'docs_cyclegan.png'}
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args): pass
 
+class Server(http.server.ThreadingHTTPServer):
+    def handle_error(self, request, client_address): pass   # the browser closing a page mid-download is not a fault
+
 def serve(site):
     "A server of folder `site` on a free port of 127.0.0.1, in a thread; its base url and the server"
-    srv = http.server.ThreadingHTTPServer(('127.0.0.1', 0), functools.partial(Quiet, directory=str(site)))
+    srv = Server(('127.0.0.1', 0), functools.partial(Quiet, directory=str(site)))
     threading.Thread(target=srv.serve_forever, daemon=True).start()
     return f'http://127.0.0.1:{srv.server_address[1]}/', srv
 
