@@ -599,7 +599,7 @@ def main(argv=None):
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
     if cmd == 'train' and relaunch(args, argv): return
-    run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export)[cmd]
+    run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app)[cmd]
     try:
         with stop_on_sigterm():
             run(**args)
