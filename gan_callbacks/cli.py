@@ -209,6 +209,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                                      crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
     print('\n'.join(lines))
+    _release_locks()   # the run is over: its folder is free again
     return learn
 
 # %% ../nbs/06_cli.ipynb #f6384429
