@@ -36,11 +36,7 @@ def run(learn, n=4, one_cycle=False, **kw):
         if one_cycle: learn.fit_one_cycle(n, 2e-3, **kw)
         else: learn.fit(n, 1e-3, **kw)
 
-class Interrupt(Callback):
-    "A Ctrl-C in the middle of epoch `epoch`"
-    def __init__(self, epoch=2, batch=1): self.at = (epoch, batch)
-    def after_batch(self):
-        if self.training and (self.epoch, self.iter) == self.at: raise KeyboardInterrupt
+from interrupting import Interrupt
 
 class InjectNaN(Callback):
     "NaN in the input (or target) of the training iterations `its` (counted with `learn.train_iter`)"

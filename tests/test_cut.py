@@ -343,14 +343,7 @@ def resume_learner(path, seed=0, cbs=None):
     # flips and patch draws from numpy's generator: the resumed fit must draw the same
     return cut_learner(dls, G, D, mode='fastcut', cbs=cbs, path=path, trainer_kwargs=dict(nce_layers=LAYERS, num_patches=32))
 
-class Interrupt(Callback):
-    def __init__(self, epoch, batch): self.at = (epoch, batch)
-    def after_batch(self):
-        if self.training and (self.epoch, self.iter) == self.at: raise KeyboardInterrupt
-
-def run(learn, n=3):
-    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
-        warnings.simplefilter('ignore'); learn.fit_gan(n - 1, 1, lr=2e-3)
+from interrupting import Interrupt, run_gan as run
 
 def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')
