@@ -7,7 +7,8 @@ from __future__ import annotations
 import os, tempfile
 from pathlib import Path
 from PIL import Image
-from .interop import InteropError, read_generator
+from .state_dicts import InteropError
+from .interop import read_generator
 from .inference import translate_file
 
 # %% auto #0

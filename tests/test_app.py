@@ -5,7 +5,7 @@ import numpy as np
 import pytest, torch
 from PIL import Image
 from gan_callbacks.models import UnetGenerator
-from gan_callbacks.interop import write_model_folder
+from gan_callbacks.model_folder import write_model_folder
 from gan_callbacks.cli import main
 
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')

@@ -9,7 +9,8 @@ import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.fit_one_cycle
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, NonFiniteError, pix2pix_adam
-from gan_callbacks.checkpoint import GANCheckpoint, CheckpointError, load_checkpoint, find_checkpoint, atomic_save
+from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint, find_checkpoint
+from gan_callbacks.safety import CheckpointError, atomic_save
 
 
 class RandFlip(Transform):
@@ -308,7 +309,7 @@ def test_truncated_and_foreign_files(tmp_path):
 SAVE_LOOP = r'''
 import signal, sys, torch
 from pathlib import Path
-from gan_callbacks.checkpoint import atomic_save, stop_on_sigterm
+from gan_callbacks.safety import atomic_save, stop_on_sigterm
 obj = {f't{i}': torch.rand(1 << 20) for i in range(24)}   # ~100 MB: a save takes a while
 fn = Path(sys.argv[1])
 try:
@@ -367,11 +368,11 @@ def test_checkpoints_follow_the_umask(tmp_path):
 def test_full_disk_names_the_file_the_space_and_the_last_good_checkpoint(tmp_path, monkeypatch):
     import shutil
     from collections import namedtuple
-    from gan_callbacks import checkpoint
-    from gan_callbacks.checkpoint import CheckpointWriteError
+    from gan_callbacks import safety
+    from gan_callbacks.safety import CheckpointWriteError
     run(make_learner(tmp_path, cbs=GANCheckpoint()), n=1)
     models, usage = tmp_path/'models', namedtuple('usage', 'total used free')
-    monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda d: usage(10**6, 10**6 - 5000, 5000))   # 5000 bytes left
+    monkeypatch.setattr(safety.shutil, 'disk_usage', lambda d: usage(10**6, 10**6 - 5000, 5000))   # 5000 bytes left
     learn = make_learner(tmp_path, cbs=GANCheckpoint(resume=True))
     with pytest.raises(CheckpointWriteError) as e: run(learn, n=3)
     msg = str(e.value).splitlines()[-1].strip()   # below fastai's line naming the callback
@@ -381,7 +382,7 @@ def test_full_disk_names_the_file_the_space_and_the_last_good_checkpoint(tmp_pat
     assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth']   # no interrupted state tried, no temporary left
     # the disk fills up while torch writes (its own writer reports no errno): the same line
     free = iter([10**9, 5000])
-    monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda d: usage(10**9, 0, next(free)))
+    monkeypatch.setattr(safety.shutil, 'disk_usage', lambda d: usage(10**9, 0, next(free)))
     def fill(obj, f): Path(f).write_bytes(b'PK' * 1000); raise RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598')
     monkeypatch.setattr(torch, 'save', fill)
     with pytest.raises(CheckpointWriteError, match=r'gan_epoch9.pth: No space left on device \(it needs about 0.0 MB, 0.0 MB free\)$'):

@@ -142,7 +142,8 @@ def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
 
 
 def test_speed_options_reach_the_trainer(tiny, tmp_path):
-    from gan_callbacks.cli import _parser, train
+    from gan_callbacks.cli import _parser
+    from gan_callbacks.runs import train
     args = vars(_parser().parse_args(['train', '--sample', '--channels-last', '--compile']))
     assert args['channels_last'] is True and args['compile'] is True
     learn = train(data=tiny, out=tmp_path, epochs=1, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1,

@@ -148,7 +148,7 @@ def test_unwritable_places_are_one_line(trained, tiny, tmp_path, capsys):
 
 def test_oserror_and_checkpoint_error_reaching_main(tiny, tmp_path, capsys, monkeypatch):
     from gan_callbacks import cli
-    from gan_callbacks.checkpoint import CheckpointError
+    from gan_callbacks.safety import CheckpointError
     def boom(**kwargs): raise PermissionError(13, 'Permission denied', str(tmp_path/'x.png'))
     monkeypatch.setattr(cli, 'translate', boom)
     assert run(['translate', '--model', 'm', '--input', 'i', '--output', 'o']) == 2
