@@ -127,7 +127,7 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
 # %% ../nbs/11_interop.ipynb #c2ff591a
 export_formats = ('onnx', 'reference', 'folder')
 
-def _read(model, netG):
+def _generator_of(model, netG):
     "The generator of `model` (a file or folder `read_generator` reads, a network, or a `Learner`) on the CPU and its settings"
     if isinstance(model, Learner): return model.model.cpu().eval(), generator_settings(model)
     if isinstance(model, nn.Module): return model.cpu().eval(), generator_settings(getattr(model, 'g_a', model))
@@ -142,7 +142,7 @@ def _known_scores(model):
 def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None):
     "Write the generator in `model` (any file or folder `load_generator` reads, or a network) to `out`: ONNX, a reference state dict, or a model folder"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
-    G, s = _read(model, netG)
+    G, s = _generator_of(model, netG)
     out = Path(out)
     if format == 'folder':
         write_model_folder(G, out, dict(s, size=size or s['size']), scores=_known_scores(model))

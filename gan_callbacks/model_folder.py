@@ -42,7 +42,8 @@ def _networks(model):
     "The generators of `model` by state-dict prefix: CycleGAN's `g_a.` and `g_b.`, else the one generator"
     return {'g_a.': model.g_a, 'g_b.': model.g_b} if hasattr(model, 'g_a') else {'': model}
 
-def _plain(G, prefix=''):
+def _cpu_tensors(G, prefix=''):
+    "`G`'s state dict as contiguous plain CPU tensors, each key after `prefix`"
     return {prefix + k: v.detach().as_subclass(torch.Tensor).cpu().contiguous() for k, v in G.state_dict().items()}
 
 def _build(cfg, sd, source):
@@ -95,7 +96,7 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.tmp', dir=out.parent))
     try:
-        save_file({k: v for p, G in nets.items() for k, v in _plain(G, p).items()}, str(tmp/model_file), metadata={'format': 'pt'})
+        save_file({k: v for p, G in nets.items() for k, v in _cpu_tensors(G, p).items()}, str(tmp/model_file), metadata={'format': 'pt'})
         (tmp/config_file).write_text(json.dumps(cfg, indent=2) + '\n')
         if sample is None: sample = sample_grid(model, s)
         if isinstance(sample, (str, Path)): shutil.copyfile(sample, tmp/sample_file)

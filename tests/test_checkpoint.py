@@ -1,9 +1,9 @@
 "GANCheckpoint: exact resume, safe writes, non-finite stops, and clear errors."
-import os, random, warnings
+import os, warnings
 from pathlib import Path
 from copy import deepcopy
 import pytest, torch
-from fastai.basics import Learner, DataLoaders, Callback, Transform, L1LossFlat, set_seed, L
+from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, L
 from fastai.optimizer import Adam
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.fit_one_cycle
@@ -12,11 +12,6 @@ from gan_callbacks.pix2pix import Pix2pixTrainer, NonFiniteError, pix2pix_adam
 from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint, find_checkpoint
 from gan_callbacks.safety import CheckpointError, atomic_save
 
-
-class RandFlip(Transform):
-    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
-    order = 90
-    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
 
 def make_dls(n=16, bs=4, size=32, cin=3):
     g = torch.Generator().manual_seed(0)
@@ -37,7 +32,7 @@ def run(learn, n=4, one_cycle=False, **kw):
         if one_cycle: learn.fit_one_cycle(n, 2e-3, **kw)
         else: learn.fit(n, 1e-3, **kw)
 
-from interrupting import Interrupt
+from interrupting import Interrupt, RandFlip, default_signals, wait_for
 
 class InjectNaN(Callback):
     "NaN in the input (or target) of the training iterations `its` (counted with `learn.train_iter`)"
@@ -319,20 +314,6 @@ try:
 except KeyboardInterrupt as e: print(type(e).__name__, flush=True); sys.exit(130 if type(e) is KeyboardInterrupt else 143)
 except BaseException as e: print(type(e).__name__, e, flush=True); sys.exit(1)
 '''
-
-def default_signals():
-    "In the child: SIGINT and SIGTERM as a shell's foreground job gets them, whatever the test runner's were"
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-def wait_for(cond, p, timeout=600):
-    "Poll `cond` until true, or fail if process `p` ended or `timeout` seconds passed"
-    import time
-    t0 = time.monotonic()
-    while not cond():
-        assert p.poll() is None, f"the child ended early: {p.communicate()}"
-        assert time.monotonic() - t0 < timeout, 'timed out'
-        time.sleep(0.01)
 
 @pytest.mark.parametrize('sig,code,name', [('SIGINT', 130, 'KeyboardInterrupt'), ('SIGTERM', 143, 'Terminated')])
 def test_a_signal_while_the_temporary_file_is_written(tmp_path, sig, code, name):

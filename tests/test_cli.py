@@ -219,7 +219,7 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
             '--load-size', '36', '--crop-size', '32', '--ngf', '8', '--n-samples', '1']
     exe = Path(sys.executable).parent/'gan_callbacks'
     with open(log, 'w') as f:
-        def default_signals(): signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from interrupting import default_signals
         p = subprocess.Popen([str(exe), *argv], stdout=f, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         try:
             t0 = time.time()   # the first epoch done (its grid is written last)

@@ -1,11 +1,11 @@
 "CUT's networks against the reference's layout, CUTTrainer against a plain PyTorch CUT loop, exact resume, bf16, export and bad input."
-import random, warnings, pickle
+import warnings, pickle
 from copy import deepcopy
 import numpy as np
 import pytest, torch
 import torch.nn.functional as F
 from torch import nn
-from fastai.basics import Learner, DataLoaders, Callback, Transform, set_seed
+from fastai.basics import Learner, DataLoaders, Callback, set_seed
 from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
@@ -328,11 +328,6 @@ def test_bad_batches_and_a_foreign_loss_are_clear_errors():
 
 # --- exact resume
 
-class RandFlip(Transform):
-    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
-    order = 90
-    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
-
 def resume_learner(path, seed=0, cbs=None):
     set_seed(seed)
     g = torch.Generator().manual_seed(0)
@@ -343,7 +338,7 @@ def resume_learner(path, seed=0, cbs=None):
     # flips and patch draws from numpy's generator: the resumed fit must draw the same
     return cut_learner(dls, G, D, mode='fastcut', cbs=cbs, path=path, trainer_kwargs=dict(nce_layers=LAYERS, num_patches=32))
 
-from interrupting import Interrupt, run_gan as run
+from interrupting import Interrupt, RandFlip, run_gan as run
 
 def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')

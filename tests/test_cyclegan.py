@@ -3,7 +3,7 @@ import itertools, random, warnings, pickle
 from copy import deepcopy
 import pytest, torch
 import torch.nn.functional as F
-from fastai.basics import Learner, DataLoaders, Callback, Transform, set_seed, L
+from fastai.basics import Learner, DataLoaders, Callback, set_seed, L
 from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
@@ -203,11 +203,6 @@ def test_paired_batches_and_a_foreign_loss_are_clear_errors():
 
 # --- exact resume with full pools
 
-class RandFlip(Transform):
-    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
-    order = 90
-    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
-
 def resume_learner(path, seed=0, cbs=None):
     set_seed(seed)
     g = torch.Generator().manual_seed(0)
@@ -217,7 +212,7 @@ def resume_learner(path, seed=0, cbs=None):
     GA, GB, DA, DB = nets(seed)
     return cyclegan_learner(dls, GA, GB, DA, DB, pool_size=3, cbs=cbs, path=path)
 
-from interrupting import Interrupt, run_gan as run
+from interrupting import Interrupt, RandFlip, run_gan as run
 
 def test_interrupt_and_resume_with_full_pools_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')
