@@ -2,7 +2,7 @@
 import random, signal, time, warnings
 import torch
 from fastai.callback.core import Callback
-from fastai.data.core import Transform
+from fastai.data.core import Transform, DataLoaders
 
 class Interrupt(Callback):
     "A Ctrl-C in training batch `batch` of epoch `epoch`"
@@ -31,3 +31,15 @@ def wait_for(cond, p, timeout=900):
         assert p.poll() is None, f"the child ended early: {p.communicate()}"
         assert time.monotonic() - t0 < timeout, 'timed out'
         time.sleep(0.005)
+
+class Unpaired(list):
+    "(real_A, real_B) items: two model inputs, no target"
+    n_inp = 2
+    def new_empty(self): return type(self)()
+
+def unpaired_resume_dls():
+    "Shuffled unpaired loaders of 8 random pairs, batches of 2, with `RandFlip`: what a resumed fit must draw again the same"
+    g = torch.Generator().manual_seed(0)
+    A, B = torch.rand(8, 3, 16, 16, generator=g)*2-1, torch.rand(8, 3, 16, 16, generator=g)*2-1
+    items = Unpaired(zip(A, B))
+    return DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=2, after_batch=RandFlip(), device='cpu')   # shuffled

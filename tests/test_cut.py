@@ -15,6 +15,7 @@ from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.cut import CUTTrainer, cut_learner, cut_modes
 from gan_callbacks.checkpoint import GANCheckpoint
+from interrupting import Unpaired, unpaired_resume_dls
 
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
@@ -100,11 +101,6 @@ def test_features_are_the_sequentials_outputs():
 
 
 # --- parity with a plain PyTorch CUT loop (DESIGN §11)
-
-class Unpaired(list):
-    "(real_A, real_B) items: two model inputs, no target"
-    n_inp = 2
-    def new_empty(self): return type(self)()
 
 def batches(n=3, bs=2, size=16, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -330,15 +326,12 @@ def test_bad_batches_and_a_foreign_loss_are_clear_errors():
 
 def resume_learner(path, seed=0, cbs=None):
     set_seed(seed)
-    g = torch.Generator().manual_seed(0)
-    A, B = torch.rand(8, 3, 16, 16, generator=g)*2-1, torch.rand(8, 3, 16, 16, generator=g)*2-1
-    items = Unpaired(zip(A, B))
-    dls = DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=2, after_batch=RandFlip(), device='cpu')   # shuffled
+    dls = unpaired_resume_dls()
     G, D, _ = nets(seed)   # F made at the first batch: its MLPs come from the random state
     # flips and patch draws from numpy's generator: the resumed fit must draw the same
     return cut_learner(dls, G, D, mode='fastcut', cbs=cbs, path=path, trainer_kwargs=dict(nce_layers=LAYERS, num_patches=32))
 
-from interrupting import Interrupt, RandFlip, run_gan as run
+from interrupting import Interrupt, run_gan as run
 
 def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')

@@ -12,12 +12,8 @@ from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
+from interrupting import Unpaired, unpaired_resume_dls
 
-
-class Unpaired(list):
-    "(real_A, real_B) items: two model inputs, no target"
-    n_inp = 2
-    def new_empty(self): return type(self)()
 
 def batches(n=3, bs=2, size=16, seed=0, ch=(3, 3)):
     g = torch.Generator().manual_seed(seed)
@@ -205,14 +201,11 @@ def test_paired_batches_and_a_foreign_loss_are_clear_errors():
 
 def resume_learner(path, seed=0, cbs=None):
     set_seed(seed)
-    g = torch.Generator().manual_seed(0)
-    A, B = torch.rand(8, 3, 16, 16, generator=g)*2-1, torch.rand(8, 3, 16, 16, generator=g)*2-1
-    items = Unpaired(zip(A, B))
-    dls = DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=2, after_batch=RandFlip(), device='cpu')   # shuffled
+    dls = unpaired_resume_dls()
     GA, GB, DA, DB = nets(seed)
     return cyclegan_learner(dls, GA, GB, DA, DB, pool_size=3, cbs=cbs, path=path)
 
-from interrupting import Interrupt, RandFlip, run_gan as run
+from interrupting import Interrupt, run_gan as run
 
 def test_interrupt_and_resume_with_full_pools_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')
