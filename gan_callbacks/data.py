@@ -22,10 +22,10 @@ from skimage.feature import canny
 __all__ = ['image_modes', 'sample_photos', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type',
            'open_image', 'ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs',
            'check_images', 'ToImage', 'Pix2pixDL', 'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders',
-           'ImageFile', 'UnpairedDL', 'UnpairedDataLoaders', 'sample_regions', 'make_pair', 'gan_callbacks_home',
-           'sample_pairs', 'sample_mapping', 'sample_unpaired', 'is_deep', 'read_array', 'read_image', 'write_image',
-           'TensorImageDeep', 'DeepFile', 'DeepResizeCropFlip', 'deep_files', 'is_deep_folder', 'bit_depth',
-           'deep_dataloaders']
+           'ImageFile', 'UnpairedDL', 'UnpairedDataLoaders', 'sample_photo', 'sample_regions', 'make_pair',
+           'gan_callbacks_home', 'sample_pairs', 'sample_mapping', 'sample_unpaired', 'is_deep', 'read_array',
+           'read_image', 'write_image', 'TensorImageDeep', 'DeepFile', 'DeepResizeCropFlip', 'deep_files',
+           'is_deep_folder', 'bit_depth', 'deep_dataloaders']
 
 # %% ../nbs/03_data.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -396,7 +396,7 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
 sample_photos = ('astronaut', 'rocket', 'stereo_motorcycle', 'immunohistochemistry', 'hubble_deep_field', 'retina',
                  'coffee', 'chelsea')
 
-def _photo(name):
+def sample_photo(name):
     "RGB photograph `name` from `skimage.data`"
     im = getattr(skimage.data, name)()
     return Image.fromarray(im[0] if isinstance(im, tuple) else im).convert('RGB')
@@ -457,7 +457,7 @@ def _shrink(im, short):
 def _sample_crops(path, folders, size, min_scale=0.3):
     "Write random crops of the sample photos to `folders`, (name, count, 0 train/1 held-out part, seed, make); the csv rows"
     rows,jobs = ['split,file,photo,left,top,side'],[]
-    photos = [_photo(o) for o in sample_photos]
+    photos = [sample_photo(o) for o in sample_photos]
     # crops are drawn on the full photos, then cut from copies just large enough for the smallest crop
     small = [_shrink(o, math.ceil(size/min_scale)) for o in photos]
     for name,n,key,seed,make in folders:

@@ -14,13 +14,15 @@ from fastai.callback.core import (CancelBatchException, CancelBackwardException,
                                   CancelValidException, CancelEpochException, CancelFitException, event)
 from fastai.data.load import _loaders
 from fastai.data.core import Transform
+from fastai.distributed import DistributedDL
 
 # %% auto #0
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
-           'set_replaced_logger', 'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history',
-           'become', 'handlers_only', 'all_handlers', 'first_use_pass', 'raw_batches', 'pickle_transforms_by_function',
-           'wrap_loaders_with', 'reset_accelerator_state']
+           'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
+           'recorder_history', 'set_recorder_history', 'become', 'handlers_only', 'all_handlers', 'first_use_pass',
+           'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state',
+           'BroadcastingDistributedDL']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -83,6 +85,20 @@ def replaced_logger(cb):
 def set_replaced_logger(cb, logger):
     "Make logging callback `cb` chain to, and put back after the fit, `logger`"
     cb.old_logger = logger   # fastai: `ProgressCallback._write_stats`/`CSVLogger._write_line` call `old_logger`; their `after_fit` restores it
+
+_absent = object()   # a callback without a replaced logger
+
+def logger_chain(learn):
+    "`learn.logger` and the logger each callback replaced: the chain fastai's logging callbacks set up for a fit, for `restore_logger_chain`"
+    # fastai: `ProgressCallback` and `CSVLogger` keep the logger they replace in their instance's `old_logger`; only `after_fit` puts it back
+    return learn.logger, [(cb, cb.__dict__.get('old_logger', _absent)) for cb in learn.cbs]
+
+def restore_logger_chain(learn, chain):
+    "Put `learn.logger` and the callbacks' replaced loggers back as `logger_chain` saw them (a crashed fit runs no `after_fit`)"
+    learn.logger, hooks = chain
+    for cb, old in hooks:
+        if old is not _absent: cb.old_logger = old   # fastai: the attribute `after_fit` reads back, as above
+        else: cb.__dict__.pop('old_logger', None)
 
 def valid_metrics(rec):
     "What `Recorder` `rec` logs after validation (valid loss, then the metrics), or `None` before its first `before_fit`"
@@ -179,3 +195,9 @@ def reset_accelerator_state():
     "Forget the process-wide Accelerate state, so that a new `Accelerator` sets it up again (e.g. with `cpu=True`)"
     from accelerate.state import AcceleratorState
     AcceleratorState._reset_state(reset_partial_state=True)   # accelerate: `AcceleratorState` and `PartialState` are shared singletons
+
+class BroadcastingDistributedDL(DistributedDL):
+    "fastai's `DistributedDL`, whose broadcast of rank 0's indices to the other processes is the method `broadcast(t, rank)`, for subclasses to replace"
+    # fastai: `DistributedDL.get_idxs` calls the private `_broadcast(idxs, 0)` once per epoch, on CUDA tensors, to share rank 0's shuffled indices
+    def _broadcast(self, t, rank): return self.broadcast(t, rank)
+    def broadcast(self, t, rank): return DistributedDL._broadcast(self, t, rank)

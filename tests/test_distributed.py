@@ -122,12 +122,16 @@ def test_a_trainer_adds_distributed_gan_once(tmp_path):
     fit(learn, 1)
     assert count(learn) == 1
 
+def launched(tmp_path_factory, kind):
+    "The folder of one 2-process launch of the worker's `kind` fit"
+    out = tmp_path_factory.mktemp(kind)
+    launch([sys.executable, WORKER, str(out), kind], nproc=2)
+    return out
+
 @pytest.fixture(scope='module')
 def plain_run(tmp_path_factory):
     "One 2-process launch of `Learner(dls, G, cbs=[Pix2pixTrainer(D), ...])` under fastai's `learn.distrib_ctx()`: 3 iterations"
-    out = tmp_path_factory.mktemp('plain')
-    launch([sys.executable, WORKER, str(out), 'plain'], nproc=2)
-    return out
+    return launched(tmp_path_factory, 'plain')
 
 def test_a_trainer_brings_what_distrib_ctx_needs(plain_run, one_process):
     "No `DistributedGAN` given: the trainer adds it; ranks identical, D's gradients averaged, equal to one process on the global batch"
@@ -144,9 +148,7 @@ def test_a_trainer_brings_what_distrib_ctx_needs(plain_run, one_process):
 @pytest.fixture(scope='module')
 def cycle_run(tmp_path_factory):
     "One 2-process CycleGAN launch: 3 iterations of batch 2 per process, checkpointed"
-    out = tmp_path_factory.mktemp('cycle')
-    launch([sys.executable, WORKER, str(out), 'cyclegan'], nproc=2)
-    return out
+    return launched(tmp_path_factory, 'cyclegan')
 
 @pytest.fixture(scope='module')
 def cycle_one_process(tmp_path_factory):

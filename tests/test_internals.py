@@ -143,6 +143,22 @@ def test_replaced_logger_chain(tmp_path):
     assert learn.logger == mine.append
     assert I.replaced_logger(nn.Linear(1, 1)) is None
 
+def test_logger_chain_put_back_after_a_crash(tmp_path):
+    mine = []
+    learn = tiny_learner(cbs=[CSVLogger(fname='h.csv'), Boom(RuntimeError('x'))])
+    learn.path = tmp_path
+    learn.logger = mine.append
+    chain = I.logger_chain(learn)
+    with learn.no_bar(), pytest.raises(RuntimeError): learn.fit(1)
+    learn.csv_logger.file.close()
+    # fastai: `CSVLogger` replaced `learn.logger`, kept the old one in its `old_logger`, and the crashed fit put nothing back
+    assert learn.logger != mine.append and learn.csv_logger.__dict__['old_logger'] == mine.append
+    I.restore_logger_chain(learn, chain)
+    assert learn.logger == mine.append and 'old_logger' not in learn.csv_logger.__dict__
+    learn.remove_cb(learn.boom)
+    with learn.no_bar(): learn.fit(1)   # the chain set up afresh, the epoch's row through it, and put back by `after_fit`
+    assert learn.logger == mine.append and len(mine) == 1
+
 def test_valid_metrics_and_smoothed_loss():
     from fastai.metrics import mae
     learn = tiny_learner()
@@ -221,6 +237,15 @@ def test_wrap_loaders_with():
     I.wrap_loaders_with(dt, lambda self, dl: ('wrapped', dl))
     assert dt._wrap_dl('dl') == ('wrapped', 'dl')
     assert DistributedTrainer._wrap_dl is not dt._wrap_dl   # the class is left alone
+
+def test_distributed_dl_broadcasts_through_broadcast():
+    from fastai.data.load import DataLoader
+    seen = []
+    class Recorded(I.BroadcastingDistributedDL):
+        def broadcast(self, t, rank): seen.append((list(t), rank)); return list(t)[::-1]
+    dl = Recorded(DataLoader(list(range(6)), bs=2), rank=0, world_size=1)   # no process group: only the broadcast is looked at
+    assert dl.get_idxs() == [5, 4, 3, 2, 1, 0]   # fastai: `get_idxs` shares rank 0's indices through `_broadcast`, and uses what it returns
+    assert seen == [([0, 1, 2, 3, 4, 5], 0)]
 
 def test_reset_accelerator_state():
     from accelerate.state import AcceleratorState, PartialState
