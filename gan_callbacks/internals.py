@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_internals.ipynb #727d01a0
 from __future__ import annotations
-import copyreg
+import copyreg, sys
 from types import MethodType
 from fastcore.basics import noop
 from fastcore.foundation import L
@@ -20,7 +20,7 @@ __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled'
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
            'set_replaced_logger', 'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history',
            'become', 'first_use_pass', 'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state']
+           'reset_accelerator_state', 'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -151,3 +151,14 @@ def reset_accelerator_state():
     "Forget the process-wide Accelerate state, so that a new `Accelerator` sets it up again (e.g. with `cpu=True`)"
     from accelerate.state import AcceleratorState
     AcceleratorState._reset_state(reset_partial_state=True)   # accelerate: `AcceleratorState` and `PartialState` are shared singletons
+
+# %% ../nbs/00a_internals.ipynb #e5a80aeb
+def mend_wandb_config():
+    "Let fastai's `WandbCallback` log its config where its reading of the values fails on plain ones (fastai 2.8.12); nothing if that module is not loaded"
+    # fastai: `_format_config_value` reads each value of `learn.gather_args()` with the name `init_args` of its module (fastcore's, which calls `vars(o)`)
+    fw = sys.modules.get('fastai.callback.wandb')
+    f = getattr(fw, 'init_args', None)
+    if f is None or getattr(f, 'mended', False): return
+    def init_args(o): return f(o) if hasattr(o, '__dict__') else {}
+    init_args.mended = True
+    fw.init_args = init_args
