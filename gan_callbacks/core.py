@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import torch
 from fastcore.basics import noop
-from .internals import wrap_epoch_events, unwrap_epoch_events, valid_metrics
+from .internals import wrap_epoch_events, unwrap_epoch_events, handlers_only, all_handlers, valid_metrics
 from fastai.callback.core import Callback, CancelBackwardException, CancelStepException, CancelTrainException, \
     CancelValidException, CancelEpochException, CancelFitException, CancelBatchException
 
@@ -113,6 +113,7 @@ class StateDictCallback(Callback):
             l.add_cb(ctl)
             for cb in cbs: cb.cb_state, cb._ctl, cb._first, cb._last = st, ctl, cb is cbs[0], cb is cbs[-1]
             _guard_epochs(l, cbs, _loggers(l))
+            handlers_only(l)   # events go to the callbacks that handle them, as before, without the no-op calls
         st = self.cb_state
         st.update(n_epochs=l.n_epoch, metrics=l.metrics, pbar=_pbar(l))
         self._call('on_train_begin', metrics_names=[getattr(m, 'name', type(m).__name__) for m in l.metrics])
@@ -206,7 +207,7 @@ def _guard_epochs(learn, cbs, loggers):
 
 def _end_fit(learn, st):
     "Undo the fit-time set-up and drop the state's references to batches"
-    unwrap_epoch_events(learn)
+    unwrap_epoch_events(learn); all_handlers(learn)
     for cb in list(learn.cbs):
         if isinstance(cb, StateDictControl): learn.remove_cb(cb)
     st.update(last_input=None, last_target=None, last_output=None, last_loss=None, pbar=None)

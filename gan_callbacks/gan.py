@@ -18,8 +18,8 @@ from fastai.callback.fp16 import MixedPrecision, AMPMode
 from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .internals import (BatchNormBase, NormBase, DropoutBase, is_compiled, step_unless_found_inf, in_fit,
-                                     off_for_this_fit, smoothed_loss, mend_wandb_config)
-from .distributed import is_distributed, average_grads, share_module, DistributedGAN, flat_by_dtype, unflat
+                                     off_for_this_fit, smoothed_loss, copy_into, mend_wandb_config)
+from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 from .progress import sync_free_bar
 
 # %% auto #0
@@ -142,15 +142,30 @@ def _norm_layers(model):
     if ls is None: ls = _norm_layers_of[model] = [m for m in model.modules() if isinstance(m, NormBase)]
     return ls
 
+_stat_names = ('running_mean', 'running_var', 'num_batches_tracked')   # what a BatchNorm forward in training updates
+
+def _flat(ts):
+    "The tensors `ts` (all of one dtype and number of dimensions) as one flat tensor, in one call for 0-d and 1-d ones"
+    d = ts[0].dim()
+    return torch.stack(ts) if d == 0 else torch.cat(ts if d == 1 else [t.reshape(-1) for t in ts])
+
+def _parts(flat, ts, sizes):
+    "`flat` cut back into views shaped as `ts`"
+    d = ts[0].dim()
+    return flat.unbind() if d == 0 else flat.split(sizes) if d == 1 else [f.view_as(t) for f, t in zip(flat.split(sizes), ts)]
+
 def norm_stats(*models):
-    "The running statistics of the BatchNorm layers of `models`, and a copy of them (one flat tensor per dtype)"
-    bufs = [b for model in models for m in _norm_layers(model) for b in m.buffers(recurse=False)]
-    return bufs, {dt: flat for dt, (_, flat) in flat_by_dtype(bufs).items()}
+    "The running statistics of the BatchNorm layers of `models` and a copy of them: one flat tensor per dtype and shape kind"
+    groups = {}
+    for model in models:
+        for m in _norm_layers(model):
+            for k in _stat_names:
+                if (b := getattr(m, k, None)) is not None: groups.setdefault((b.dtype, b.dim()), []).append(b)
+    return [(ts, _flat(ts), [t.numel() for t in ts]) for ts in groups.values()]
 
 def restore_if(bad, stats):
-    "Put the statistics `norm_stats` copied back if `bad` (a flag on the device)"
-    bufs, old = stats
-    for dt, (group, now) in flat_by_dtype(bufs).items(): unflat(group, torch.where(bad, old[dt], now))
+    "Put the statistics `norm_stats` copied back if `bad` (a flag on the device): a few calls whatever the number of layers"
+    for ts, old, sizes in stats: copy_into(ts, _parts(torch.where(bad, old, _flat(ts)), ts, sizes))
 
 def learner_device(learn):
     "The device of `learn`'s data (the default device when its loaders have none)"
@@ -292,7 +307,7 @@ class AdversarialTrainer(StateDictCallback):
             elif k in self._shared or not is_distributed(): continue
             setattr(self, k, _speed_up(share_module(self.learn, D), self.channels_last, self.compile))
             if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked
-        self._plists.pop('d', None)
+            self._plists.pop('d', None)   # a new module: its parameters are listed again
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
@@ -343,7 +358,7 @@ class AdversarialTrainer(StateDictCallback):
 
     def _log(self, bad, *vals):
         "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"
-        v = torch.stack([o.detach().float() for o in vals])
+        v = torch.stack(vals).detach().float()   # one stack (promoting bf16 to float32 exactly), then one detach and cast
         prev = torch.zeros_like(v) if self._avg is None else self._avg
         self._avg = torch.where(bad, prev, torch.lerp(prev, v, 1 - self.beta))
         self._n += 1

@@ -11,7 +11,7 @@ from fastcore.foundation import L
 import torch
 from torch import nn
 from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException, CancelTrainException,
-                                  CancelValidException, CancelEpochException, CancelFitException)
+                                  CancelValidException, CancelEpochException, CancelFitException, event)
 from fastai.data.load import _loaders
 from fastai.data.core import Transform
 
@@ -19,8 +19,8 @@ from fastai.data.core import Transform
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
            'set_replaced_logger', 'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history',
-           'become', 'first_use_pass', 'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state', 'mend_wandb_config']
+           'become', 'handlers_only', 'all_handlers', 'first_use_pass', 'raw_batches', 'pickle_transforms_by_function',
+           'wrap_loaders_with', 'reset_accelerator_state', 'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -108,6 +108,34 @@ def set_recorder_history(rec, h):
 def become(o, cls):
     "Make live object `o` an instance of `cls`, a subclass of its class that adds methods only"
     object.__setattr__(o, '__class__', cls)   # fastai: `Optimizer` and `Recorder` keep all their state in the instance, `GetAttr` routes other setattrs
+
+# %% ../nbs/00a_internals.ipynb #c149cf8d
+def _handles(cb, event_name) -> bool:
+    "Whether `cb(event_name)` can do anything: `cb` (or its class) defines the event, or it is `after_fit`, which resets `cb.run`"
+    return event_name == 'after_fit' or event_name in cb.__dict__ or callable(getattr(type(cb), event_name, None))
+
+def handlers_only(learn):
+    "Make `learn` send each event only to the callbacks that handle it, in `order` as fastai does, until `all_handlers`"
+    # fastai: `Learner._call_one(event_name)` calls `cb(event_name)` on every callback of `learn.cbs.sorted('order')`, and
+    # `Callback.__call__` runs `getattr(cb, event_name, noop)()`: a callback without the method only looks it up (through
+    # `GetAttr`, on the Learner too) and calls `noop`; an instance attribute shadows `_call_one`
+    if any(callable(getattr(type(learn), e, None)) or e in learn.__dict__ for e in ('before_batch', 'after_batch')):
+        return   # the Learner itself answers event names: callbacks would find them through `GetAttr`
+    call_one, chosen = learn._call_one, {}
+    def send(event_name):
+        cbs = learn.cbs.items
+        key = (event_name, *map(id, cbs))   # the lists hold their callbacks, so ids are not reused while cached
+        todo = chosen.get(key)
+        if todo is None:
+            if len(chosen) > 256: chosen.clear()
+            if not hasattr(event, event_name): return call_one(event_name)   # fastai's own error
+            todo = chosen[key] = [cb for cb in learn.cbs.sorted('order') if _handles(cb, event_name)]
+        for cb in todo: cb(event_name)
+    learn._call_one = send
+
+def all_handlers(learn):
+    "Undo `handlers_only`"
+    learn.__dict__.pop('_call_one', None)
 
 # %% ../nbs/00a_internals.ipynb #26344e35
 def first_use_pass(dl):

@@ -66,6 +66,43 @@ def test_wrap_epoch_events_sees_crashes_not_cancels():
     I.unwrap_epoch_events(learn)
     assert '_with_events' not in learn.__dict__
 
+class Looks(Callback):
+    "Notes each event name looked up on it: what `Callback.__call__` does for every event, handled or not"
+    order = 5
+    def __init__(self, seen): self.seen = seen
+    def __getattribute__(self, k):
+        if k in _events: object.__getattribute__(self, 'seen').append(k)
+        return object.__getattribute__(self, k)
+    def before_batch(self): pass
+    def after_loss(self): pass
+
+from fastai.callback.core import event
+_events = {e for e in dir(event) if not e.startswith('_')}
+
+def test_handlers_only_sends_what_fastai_sends():
+    "fastai looks every event up on every callback in `order` (`noop` when it lacks it); `after_fit` reaches all: it resets `run`"
+    stock, fast = [], []
+    learn = tiny_learner(cbs=Looks(stock))
+    stock.clear(); learn.fit(1)
+    learn = tiny_learner(cbs=Looks(fast))
+    I.handlers_only(learn)
+    fast.clear(); learn.fit(1)
+    assert {'before_epoch', 'after_pred', 'after_step'} <= set(stock), "fastai sends a callback the events it lacks"
+    assert fast == [k for k in stock if k in ('before_batch', 'after_loss', 'after_fit')]
+    cb = learn.cbs.filter(lambda c: isinstance(c, Looks))[0]
+    cb.run = False; learn('after_fit'); assert cb.run
+    I.all_handlers(learn)
+    assert '_call_one' not in learn.__dict__
+    order = []
+    class A(Callback):
+        order = 1
+        def before_fit(self): order.append('A')
+    class B(Callback):
+        order = 0
+        def before_fit(self): order.append('B')
+    learn = tiny_learner(cbs=[A(), B()]); I.handlers_only(learn); learn.fit(1)
+    assert order == ['B', 'A']   # sorted by `order`, as fastai's `_call_one` does
+
 class Seen(Callback):
     def before_fit(self): self.learn.seen = I.in_fit(self.learn)
 
