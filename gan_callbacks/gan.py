@@ -17,7 +17,7 @@ from fastai.callback.fp16 import MixedPrecision, AMPMode
 from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .internals import (BatchNormBase, NormBase, DropoutBase, is_compiled, step_unless_found_inf, in_fit,
-                                     off_for_this_fit, smoothed_loss, copy_into)
+                                     off_for_this_fit, smoothed_loss, copy_into, mend_wandb_config)
 from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
@@ -233,6 +233,7 @@ class AdversarialTrainer(StateDictCallback):
     def before_fit(self):
         "Added to a `Learner` after it was made: `DistributedGAN` joins now, and sets up before fastai's `DistributedTrainer` does"
         if (cb := _bring_distributed_gan(self.learn)) is not None: cb('before_fit')
+        mend_wandb_config()   # fastai's `WandbCallback` (order 51) can log its config beside us
         super().before_fit()
 
     def on_train_begin(self, **kwargs):

@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_internals.ipynb #727d01a0
 from __future__ import annotations
-import copyreg
+import copyreg, sys
 from types import MethodType
 from fastcore.basics import noop
 from fastcore.foundation import L
@@ -22,7 +22,7 @@ __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled'
            'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
            'recorder_history', 'set_recorder_history', 'become', 'handlers_only', 'all_handlers', 'first_use_pass',
            'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state',
-           'BroadcastingDistributedDL']
+           'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -201,3 +201,14 @@ class BroadcastingDistributedDL(DistributedDL):
     # fastai: `DistributedDL.get_idxs` calls the private `_broadcast(idxs, 0)` once per epoch, on CUDA tensors, to share rank 0's shuffled indices
     def _broadcast(self, t, rank): return self.broadcast(t, rank)
     def broadcast(self, t, rank): return DistributedDL._broadcast(self, t, rank)
+
+# %% ../nbs/00a_internals.ipynb #e5a80aeb
+def mend_wandb_config():
+    "Let fastai's `WandbCallback` log its config where its reading of the values fails on plain ones (fastai 2.8.12); nothing if that module is not loaded"
+    # fastai: `_format_config_value` reads each value of `learn.gather_args()` with the name `init_args` of its module (fastcore's, which calls `vars(o)`)
+    fw = sys.modules.get('fastai.callback.wandb')
+    f = getattr(fw, 'init_args', None)
+    if f is None or getattr(f, 'mended', False): return
+    def init_args(o): return f(o) if hasattr(o, '__dict__') else {}
+    init_args.mended = True
+    fw.init_args = init_args

@@ -71,7 +71,7 @@ def interruptible(learn, ckpt):
         if f is not None and f != ckpt.interrupted_file:   # no training since an epoch's checkpoint: the exact place
             k = int(re.search(r'_epoch(\d+)\.pth$', f.name).group(1)) + 1
             where = 'after its last epoch' if k == n else f"after epoch {k} of {n}"
-            raise Interrupted(f"training {how} {where}; state saved to {f}", True, code, last=k == n) from None
+            raise Interrupted(f"training {how} {where}; state saved to {f}", f, code, last=k == n) from None
         where = f"training {how} in epoch {getattr(learn, 'epoch', 0) + 1} of {n}"
         if f is not None: raise Interrupted(f"{where}; state saved to {f}", f, code) from None
         last = find_checkpoint(learn, ckpt.fname)   # nothing saved now (e.g. weights not finite): the last finished epoch

@@ -5,6 +5,7 @@ from torch import nn
 from fastai.basics import Learner, DataLoaders, Callback, MSELossFlat, CancelEpochException, TfmdDL, Transform
 from fastai.callback.progress import CSVLogger, ProgressCallback
 from fastai.optimizer import Adam
+from fastcore.basics import store_attr
 import fastai.callback.schedule   # Learner.lr_find
 from gan_callbacks import internals as I
 
@@ -253,3 +254,19 @@ def test_reset_accelerator_state():
     assert PartialState._shared_state
     I.reset_accelerator_state()
     assert not PartialState._shared_state and not AcceleratorState._shared_state
+
+
+# --- fastai's WandbCallback
+
+class _Scaled(Callback):
+    def __init__(self, k=2): store_attr()
+
+def test_mend_wandb_config():
+    pytest.importorskip('wandb')
+    from pathlib import Path
+    from fastai.callback.wandb import _format_config
+    learn = tiny_learner(cbs=_Scaled(k=3))
+    I.mend_wandb_config()
+    cfg = _format_config({**learn.gather_args(), 'path': Path('data'), 'device': 'cpu'})   # what `WandbCallback.before_fit` logs
+    assert cfg['path'] == Path('data') and cfg['device'] == 'cpu' and cfg['batch size'] == 4 and cfg['n_inp'] == 1
+    assert cfg['_Scaled'] == {'k': 3}   # a callback's arguments, as fastai records them
