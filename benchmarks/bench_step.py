@@ -20,6 +20,9 @@ from torch.utils.flop_counter import FlopCounterMode
 import fastai
 from fastai.data.load import DataLoader
 from fastai.data.core import DataLoaders
+from fastai.learner import Learner
+from fastai.losses import L1LossFlat
+from fastai.callback.core import Callback, CancelBackwardException, CancelStepException
 import skimage.data
 from PIL import Image
 
@@ -142,7 +145,32 @@ class TrainerLoop:
         if batches is not None: self.learn.dls = _dls(batches)
         with contextlib.redirect_stdout(io.StringIO()): self.learn.fit(1, LR)  # the progress bar prints to stdout
 
-PATHS = dict(trainer=TrainerLoop, plain=PlainLoop)
+class _PlainStep(Callback):
+    "Does `PlainLoop`'s step on each training batch inside fastai's loop and cancels fastai's own backward and step"
+    def __init__(self, loop): self.loop = loop
+    def before_backward(self):
+        if not self.training: return
+        L, A, B, fake, G, D = self.loop, self.xb[0], self.yb[0], self.pred, self.loop.G, self.loop.D
+        D.requires_grad_(True); L.d_opt.zero_grad()
+        with _amp(L.bf16):
+            d_loss = 0.5 * (L.gan(D(torch.cat([A, fake.detach()], 1)), False) + L.gan(D(torch.cat([A, B], 1)), True))
+        d_loss.backward(); L.d_opt.step(); D.requires_grad_(False)
+        with _amp(L.bf16): g_loss = L.gan(D(torch.cat([A, fake], 1)), True) + LAMBDA_L1 * F.l1_loss(fake.float(), B.float())
+        g_loss.backward(); L.g_opt.step(); L.g_opt.zero_grad()
+        raise CancelBackwardException()
+    def before_step(self): raise CancelStepException()
+    def before_batch(self): self.ctx = _amp(self.loop.bf16); self.ctx.__enter__()
+    def after_pred(self): self.ctx.__exit__(None, None, None); self.learn.pred = self.pred.float()
+
+class FastaiLoop:
+    "The plain loop's math as one callback of a bare fastai `Learner` (default callbacks, fastai's L1 as loss): what fastai itself adds"
+    def __init__(self, G, D, batches, bf16=False):
+        self.loop = PlainLoop(G, D, batches, bf16)
+        self.learn = Learner(_dls(batches), G, loss_func=L1LossFlat(), cbs=_PlainStep(self.loop))
+    def run(self, batches=None):
+        with contextlib.redirect_stdout(io.StringIO()): self.learn.fit(1, LR)
+
+PATHS = dict(trainer=TrainerLoop, plain=PlainLoop, fastai=FastaiLoop)
 
 def build(path, cfg, batches, bf16=False, option=None, models=None):
     "A `path` ('trainer' or 'plain') on a copy of `models` (or new ones); `option` ('cl', 'compile'): a trainer flag"
@@ -301,12 +329,29 @@ def bench_config(cfg:Cfg, P, peak, lap, max_other):
     print()
     return r
 
+def loop_counts(n=20):
+    "Python function calls and PyTorch operators per iteration of each path on the tiny model (fp32): counts do not depend on the machine's load"
+    import cProfile, pstats
+    from torch.profiler import profile, ProfilerActivity
+    batches, models = make_batches(TINY, n), make_models(TINY)
+    res = {}
+    for path in ('trainer', 'fastai', 'plain'):
+        v = build(path, TINY, batches, models=models); v.run()
+        pr = cProfile.Profile(); pr.enable(); v.run(); pr.disable()
+        calls = sum(s[1] for s in pstats.Stats(pr).stats.values()) / n
+        with profile(activities=[ProfilerActivity.CPU]) as prof: v.run()
+        ops = sum(1 for e in prof.events() if e.key.startswith('aten::') and e.cpu_parent is None) / n
+        res[path] = calls, ops
+        print(f"{path:8s} {calls:6.0f} Python calls, {ops:4.0f} top-level PyTorch operators per iteration")
+    return res
+
 def loop_cost(P, max_other):
     """What the trainer path adds per iteration on a model that does almost no work: per-round differences trainer - plain,
-    in wall time and in this process's CPU time (the host work itself, which other processes on the machine disturb less)"""
+    in wall time and in this process's CPU time (the host work itself, which other processes on the machine disturb less);
+    and the same for the plain step inside a bare fastai `Learner` (what fastai itself adds)"""
     n = P['overhead_iters']
     batches, models = make_batches(TINY, n), make_models(TINY)
-    tv = {f"{p} {prec}": build(p, TINY, batches, prec == 'bf16', models=models) for prec in ('fp32', 'bf16') for p in ('trainer', 'plain')}
+    tv = {f"{p} {prec}": build(p, TINY, batches, prec == 'bf16', models=models) for prec in ('fp32', 'bf16') for p in ('trainer', 'fastai', 'plain')}
     for v in tv.values(): v.run()   # warm-up
     wall, cpu, names = {k: [] for k in tv}, {k: [] for k in tv}, list(tv)
     for r in range(P['rounds']):
@@ -319,12 +364,15 @@ def loop_cost(P, max_other):
     res = {}
     for prec in ('fp32', 'bf16'):
         for what, t in (('CPU', cpu), ('wall', wall)):
-            a, b = statistics.median(t[f'trainer {prec}']), statistics.median(t[f'plain {prec}'])
-            d = sorted((x - y) * 1e3 for x, y in zip(t[f'trainer {prec}'], t[f'plain {prec}']))
-            q = statistics.quantiles(d, n=4, method='inclusive') if len(d) > 1 else d * 3
-            print(f"{prec} {what:>4}: trainer {a*1e3:.2f} ms, plain {b*1e3:.2f} ms per iteration: the trainer path adds "
-                  f"{statistics.median(d):.2f} ms (per-round median, quartiles {q[0]:.2f}-{q[2]:.2f})")
-            res[prec, what] = statistics.median(d)
+            b = statistics.median(t[f'plain {prec}'])
+            for path in ('trainer', 'fastai'):
+                a = statistics.median(t[f'{path} {prec}'])
+                d = sorted((x - y) * 1e3 for x, y in zip(t[f'{path} {prec}'], t[f'plain {prec}']))
+                q = statistics.quantiles(d, n=4, method='inclusive') if len(d) > 1 else d * 3
+                print(f"{prec} {what:>4}: {path} {a*1e3:.2f} ms, plain {b*1e3:.2f} ms per iteration: the {path} path adds "
+                      f"{statistics.median(d):.2f} ms (per-round median, quartiles {q[0]:.2f}-{q[2]:.2f})")
+                res[path, prec, what] = statistics.median(d)
+    loop_counts()
     return res
 
 # ---------------------------------------------------------------------------------------------------------------------
