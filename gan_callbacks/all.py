@@ -9,6 +9,8 @@ __all__ = []
 from .core import *
 from .models import *
 from .losses import *
+from .images import *
+from .samples import *
 from .data import *
 from .optim import *
 from .progress import *
@@ -23,5 +25,5 @@ from .cli import *
 from .metrics import *
 from .interop import *
 from .distributed import *
-from . import core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed) for n in m.__all__))
+from . import core, models, losses, images, samples, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed) for n in m.__all__))

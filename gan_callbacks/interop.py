@@ -14,7 +14,8 @@ from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
 from .models import UnetGenerator, ResnetGenerator, ResnetBlock, check_input
 from .cyclegan import CycleGANModel
-from .data import image_modes, sample_photos, _photo
+from .images import image_modes
+from .samples import sample_photos, sample_photo
 from .checkpoint import CheckpointError, atomic_save, check_fits, is_checkpoint, few_keys
 from .inference import generator_settings, eval_mode, run_generator, round_to, from_pil
 from .show import image_grid
@@ -314,7 +315,7 @@ def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
     side = round_to(max(size, s['multiple']), s['multiple'])
     dev, rows = next(G.parameters()).device, []
     for name in sample_photos[:n]:
-        im, ch = _photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']
+        im, ch = sample_photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']
         x = from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch]
         rows.append([x, run_generator(G, x[None].to(dev), s['test_mode'])[0].cpu()])
     return image_grid(rows, labels=('input', 'output'))

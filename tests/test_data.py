@@ -15,8 +15,9 @@ from fastai.callback.core import Callback
 from fastai.torch_core import TensorImage, set_seed
 from fastai.vision.core import PILImage
 
+from gan_callbacks.images import *
+from gan_callbacks.samples import *
 from gan_callbacks.data import *
-from gan_callbacks.data import _photo, UnpairedDL
 
 BICUBIC = Image.Resampling.BICUBIC
 
@@ -254,13 +255,13 @@ def test_one_decode_per_item(tmp_path, monkeypatch):
 def test_jpeg_decoded_at_reduced_scale(tmp_path, monkeypatch):
     """A JPEG at least twice the load size is decoded smaller (Pillow's `draft`), never below the load size, and the
     batch stays close to the full decode resized with Pillow (mean difference under 1.5 grey levels)"""
-    photo = np.asarray(_photo('astronaut').resize((256, 256), BICUBIC))
+    photo = np.asarray(sample_photo('astronaut').resize((256, 256), BICUBIC))
     for split in ('train', 'val'):
         (tmp_path/split).mkdir()
         Image.fromarray(np.concatenate([photo, photo[:, ::-1]], 1)).save(tmp_path/split/'0.jpg', quality=95)
-    import gan_callbacks.data as data
-    sizes, load = [], data._load
-    monkeypatch.setattr(data, '_load', lambda fn, size=None: sizes.append((s := load(fn, size)).size) or s)
+    import gan_callbacks.images as images
+    sizes, load = [], images._load
+    monkeypatch.setattr(images, '_load', lambda fn, size=None: sizes.append((s := load(fn, size)).size) or s)
     dls = Pix2pixDataLoaders.from_folder(tmp_path, load_size=72, crop_size=64)
     x, y = (to_uint8(t)[0].astype(int) for t in dls.valid.one_batch())
     assert set(sizes) == {(256, 128)}               # 512 x 256 at 1/2: halves of 128 >= 72; 1/4 would be 64 < 72
@@ -419,7 +420,7 @@ def test_sample_pairs_validation_strip_held_out(home):
     p = sample_pairs(n_train=60, n_valid=20, size=16)
     rows = list(csv.DictReader(open(p/'pairs.csv')))
     assert len(rows) == 80
-    sizes = {n: _photo(n).size for n in sample_photos}
+    sizes = {n: sample_photo(n).size for n in sample_photos}
     for r in rows:
         l, t, s = int(r['left']), int(r['top']), int(r['side'])
         rl, rt, rr, rb = sample_regions(*sizes[r['photo']])[r['split'] == 'val']
@@ -591,7 +592,7 @@ def test_sample_unpaired_layout_and_truth(home):
     assert counts == dict(trainA=10, trainB=10, testA=4, testB=4, testA_true=4)
     rows = list(csv.DictReader(open(p/'crops.csv')))
     by = {(r['split'], r['file']): r for r in rows}
-    sizes = {n: _photo(n).size for n in sample_photos}
+    sizes = {n: sample_photo(n).size for n in sample_photos}
     for r in rows:   # training crops from the training part of each photo, test crops from the held-out part
         rl, rt, rr, rb = sample_regions(*sizes[r['photo']])[r['split'].startswith('test')]
         l, t, s = int(r['left']), int(r['top']), int(r['side'])
@@ -604,7 +605,7 @@ def test_sample_unpaired_layout_and_truth(home):
     assert not {key(by['trainA', f'{i:04d}.png']) for i in range(10)} & {key(by['trainB', f'{i:04d}.png']) for i in range(10)}
     b = np.asarray(Image.open(p/'trainB'/'0000.png'))
     rb = by['trainB', '0000.png']
-    photo = _photo(rb['photo'])
+    photo = sample_photo(rb['photo'])
     l, t, s = int(rb['left']), int(rb['top']), int(rb['side'])
     crop = 255 - np.asarray(photo.resize((16, 16), BICUBIC, box=(l, t, l+s, t+s))).astype(int)
     assert np.abs(crop - b).mean() < 12       # the mapped crop (cut here from the full-size photo)
