@@ -30,22 +30,22 @@ class _LastFile:
         try: st = os.stat(fn)
         except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
         key = (os.fspath(fn), size, st.st_mtime_ns, st.st_size)
-        if key != self.key: self.key,self.im = None,open_image(fn, None, size); self.key = key
+        if key != self.key: self.key,self.im = None,decode_file(fn, size); self.key = key
         return self.im
 
 _last_file = _LastFile()
 
 # %% ../nbs/03_data.ipynb #ce00230d
 class ImageHalf(Transform):
-    "Get the left (`i=0`) or right (`i=1`) half of a side-by-side A|B image file, in PIL `mode`; JPEGs decoded smaller when both halves stay at least `size`"
+    "Get the left (`i=0`) or right (`i=1`) half of a side-by-side A|B image file in PIL `mode` (see `in_mode`); JPEGs decoded smaller when both halves stay at least `size`"
     _retain,size = False,None
     def __init__(self, i=0, mode='RGB', size=None): super().__init__(); store_attr()
     def encodes(self, fn):
         im = _last_file(fn, None if self.size is None else (2*self.size, self.size))
-        w,h = im.size
         try:
-            im = im.crop((self.i*w//2, 0, (self.i+1)*w//2, h))
-            return im if im.mode == self.mode else im.convert(self.mode)
+            if isinstance(im, Tensor): w = im.shape[-1]; return in_mode(im[..., self.i*w//2:(self.i+1)*w//2], self.mode)
+            w,h = im.size
+            return in_mode(im.crop((self.i*w//2, 0, (self.i+1)*w//2, h)), self.mode)
         except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
     __repr__ = basic_repr('i,mode,size')
 
@@ -53,7 +53,7 @@ class PairFile(ItemTransform):
     "Get file `i` of an (A file, B file) pair, in PIL `mode`; JPEGs decoded smaller when they stay at least `size`"
     _retain,size = False,None
     def __init__(self, i=0, mode='RGB', size=None): store_attr()
-    def encodes(self, fns): return open_image(fns[self.i], self.mode, None if self.size is None else (self.size,)*2)
+    def encodes(self, fns): return in_mode(decode_file(fns[self.i], None if self.size is None else (self.size,)*2), self.mode)
     __repr__ = basic_repr('i,mode,size')
 
 # %% ../nbs/03_data.ipynb #5e858121
@@ -175,6 +175,7 @@ class ToImage(Transform):
     _retain = False
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im):
+        if isinstance(im, Tensor): return self.cls._tensor_cls(im)   # decoded straight to uint8 (`in_mode`)
         if isinstance(im, Image.Image) and im.mode in _uint8_modes: return _uint8_tensor(im, self.cls._tensor_cls)
         return self.cls.create(im)   # the general path: PIL images, to tensors after the augmentation
 
@@ -272,7 +273,7 @@ class ImageFile(Transform):
     def __init__(self, mode='RGB', size=None): super().__init__(); store_attr()
     def encodes(self, fn):
         if isinstance(fn, Image.Image): return fn.convert(self.mode)
-        return open_image(fn, self.mode, None if self.size is None else (self.size,)*2)
+        return in_mode(decode_file(fn, None if self.size is None else (self.size,)*2), self.mode)
     __repr__ = basic_repr('mode,size')
 
 # %% ../nbs/03_data.ipynb #b4bcd883

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03a_images.ipynb #3a8ae8a9
 from __future__ import annotations
-import struct, zlib
+import io, struct, warnings, zlib
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +14,8 @@ from fastai.vision.all import TensorImage, TensorImageBW, PILImage, PILImageBW, 
 
 # %% auto #0
 __all__ = ['image_modes', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'open_image',
-           'is_deep', 'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'deep_files', 'is_deep_folder',
-           'bit_depth']
+           'decode_file', 'in_mode', 'is_deep', 'read_array', 'read_image', 'write_image', 'TensorImageDeep',
+           'deep_files', 'is_deep_folder', 'bit_depth']
 
 # %% ../nbs/03a_images.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -53,6 +53,51 @@ def open_image(fn, mode='RGB', size=None):
         im = _load(fn, size)
         return im if mode is None or im.mode == mode else im.convert(mode)
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
+
+# %% ../nbs/03a_images.ipynb #2bb9766b
+try: from torchvision.io import decode_jpeg, decode_png
+except ImportError: decode_jpeg = decode_png = None   # gone from a future torchvision: Pillow decodes everything
+# torchvision 0.29 deprecates its decoders in favour of TorchCodec, warning at every call; they still give Pillow's pixels
+warnings.filterwarnings('ignore', 'The image decoding and encoding capabilities of TorchVision are deprecated', DeprecationWarning)
+
+def _jpeg_frame(data):
+    "(width, height, components, bits) from the frame header of JPEG bytes `data`, or `None`"
+    i = 2
+    while i + 9 < len(data) and data[i] == 0xFF:
+        m = data[i+1]
+        if m == 0xFF: i += 1; continue   # fill byte
+        if 0xC0 <= m <= 0xCF and m not in (0xC4, 0xC8, 0xCC):   # a start-of-frame marker
+            return int.from_bytes(data[i+7:i+9], 'big'), int.from_bytes(data[i+5:i+7], 'big'), data[i+9], data[i+4]
+        i += 2 + int.from_bytes(data[i+2:i+4], 'big')
+    return None
+
+def _decoded(data, size=None):
+    "JPEG or PNG bytes `data` as a (C, H, W) uint8 tensor where torchvision gives Pillow's pixels, else `None`"
+    if data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 26:
+        n,decode = ({0:1, 2:3, 6:4}.get(data[25]) if data[24] == 8 else None),decode_png   # 8-bit gray, RGB, RGBA
+    elif data[:3] == b'\xff\xd8\xff' and (f := _jpeg_frame(data)):
+        if size is not None and min(f[0]//size[0], f[1]//size[1]) >= 2: return None   # Pillow's reduced-scale decode
+        n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),decode_jpeg
+    else: return None
+    if n is None or decode is None: return None
+    t = decode(torch.frombuffer(data, dtype=torch.uint8))
+    return t if t.shape[0] == n and t.dtype == torch.uint8 else None
+
+def decode_file(fn, size=None):
+    "Image file `fn` in its own mode: a (C, H, W) uint8 tensor for 8-bit JPEGs and PNGs (Pillow's values), else a PIL image; `size`: see `_load`"
+    try:
+        with open(fn, 'rb') as f: data = bytearray(f.read())
+        t = _decoded(data, size)
+        return _load(io.BytesIO(data), size) if t is None else t
+    except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
+
+def in_mode(x, mode='RGB'):
+    "Decoded image `x` (a tensor from `decode_file` or a PIL image) in PIL `mode`: `x` if a tensor with `mode`'s channels (gray, RGB), else a PIL image"
+    if isinstance(x, torch.Tensor):
+        if mode in ('L', 'RGB') and image_modes.get(x.shape[0]) == mode: return x
+        a = x.permute(1, 2, 0).numpy()
+        x = Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a, image_modes[a.shape[-1]])
+    return x if x.mode == mode else x.convert(mode)
 
 # %% ../nbs/03a_images.ipynb #18f7e923
 array_suffixes = ('.npy', '.tif', '.tiff')

@@ -247,10 +247,12 @@ def test_one_decode_per_item(tmp_path, monkeypatch):
     "An aligned A|B file is opened once per item, for both of its halves (and once per image of an unpaired item)"
     root = make_aligned(tmp_path, n_train=4)
     dls = Pix2pixDataLoaders.from_folder(root, load_size=14, crop_size=12, bs=2)
-    opened, open_ = [], Image.open
+    import gan_callbacks.data as data
+    opened, open_, decode = [], Image.open, data.decode_file
     monkeypatch.setattr(Image, 'open', lambda fn, *a, **k: opened.append(fn) or open_(fn, *a, **k))
+    monkeypatch.setattr(data, 'decode_file', lambda fn, *a, **k: opened.append(fn) or decode(fn, *a, **k))
     for _ in dls.train: pass
-    assert len(opened) == 4 and len(set(map(str, opened))) == 4
+    assert len(opened) == 4 and len(set(map(str, opened))) == 4   # decoded by torchvision (RGB PNGs): Pillow opens nothing
 
 def test_jpeg_decoded_at_reduced_scale(tmp_path, monkeypatch):
     """A JPEG at least twice the load size is decoded smaller (Pillow's `draft`), never below the load size, and the
@@ -259,9 +261,10 @@ def test_jpeg_decoded_at_reduced_scale(tmp_path, monkeypatch):
     for split in ('train', 'val'):
         (tmp_path/split).mkdir()
         Image.fromarray(np.concatenate([photo, photo[:, ::-1]], 1)).save(tmp_path/split/'0.jpg', quality=95)
-    import gan_callbacks.images as images
-    sizes, load = [], images._load
-    monkeypatch.setattr(images, '_load', lambda fn, size=None: sizes.append((s := load(fn, size)).size) or s)
+    import gan_callbacks.data as data
+    def wh(im): return im.size if isinstance(im, Image.Image) else (im.shape[-1], im.shape[-2])   # PIL image or (C, H, W) tensor
+    sizes, decode = [], data.decode_file
+    monkeypatch.setattr(data, 'decode_file', lambda fn, size=None: sizes.append(wh(s := decode(fn, size))) or s)
     dls = Pix2pixDataLoaders.from_folder(tmp_path, load_size=72, crop_size=64)
     x, y = (to_uint8(t)[0].astype(int) for t in dls.valid.one_batch())
     assert set(sizes) == {(256, 128)}               # 512 x 256 at 1/2: halves of 128 >= 72; 1/4 would be 64 < 72
