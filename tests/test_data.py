@@ -630,3 +630,25 @@ def test_unpaired_epoch_is_the_larger_domain(tmp_path):
     assert len(a_seen) == 7 and sorted(set(a_seen)) == ['trainA_0.png', 'trainA_1.png']
     assert sorted(a_seen.count(k) for k in set(a_seen)) == [3, 4]   # A visited max(|A|, |B|) // |A| or one more times
     assert len(UnpairedDataLoaders.from_folder(root, load_size=8, crop_size=8, bs=3).train) == 2   # drop_last over 7 items
+
+# ---------------------------------------------------------------- decoding to tensors
+
+@pytest.mark.parametrize('name,mode,kw,fast', [
+    ('rgb.png', 'RGB', {}, True), ('gray.png', 'L', {}, True), ('rgba.png', 'RGBA', {}, True),
+    ('rgb.jpg', 'RGB', dict(quality=90), True), ('gray.jpg', 'L', {}, True), ('prog.jpg', 'RGB', dict(progressive=True), True),
+    ('sub.jpg', 'RGB', dict(subsampling=0, quality=75), True),
+    ('pal.png', 'P', {}, False), ('la.png', 'LA', {}, False), ('one.png', '1', {}, False), ('cmyk.jpg', 'CMYK', {}, False),
+    ('rgb.bmp', 'RGB', {}, False)])
+def test_decode_file_gives_pillows_pixels(tmp_path, name, mode, kw, fast):
+    """`decode_file` decodes 8-bit gray/RGB/RGBA JPEGs and PNGs to tensors (torchvision) and leaves every other file to
+    Pillow; either way `in_mode` gives exactly Pillow's pixels in every mode the loaders ask for"""
+    fn = tmp_path/name
+    smooth(24, 40).convert(mode).save(fn, **kw)
+    x = decode_file(fn)
+    assert isinstance(x, torch.Tensor) == fast
+    pil = Image.open(fn)
+    for m in ('L', 'RGB', 'RGBA'):
+        y = in_mode(x, m)
+        a = y.permute(1, 2, 0).squeeze(-1).numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        assert np.array_equal(a, np.asarray(pil.convert(m))), m
+        assert isinstance(y, torch.Tensor) == (fast and m != 'RGBA' and {1: 'L', 3: 'RGB', 4: 'RGBA'}[x.shape[0]] == m)
