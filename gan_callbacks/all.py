@@ -15,15 +15,21 @@ from .data import *
 from .optim import *
 from .progress import *
 from .gan import *
+from .learner import *
 from .pix2pix import *
 from .cyclegan import *
 from .cut import *
 from .checkpoint import *
+from .safety import *
 from .inference import *
 from .show import *
+from .checks import *
+from .runs import *
 from .cli import *
 from .metrics import *
 from .interop import *
+from .state_dicts import *
+from .model_folder import *
 from .distributed import *
-from . import core, models, losses, images, samples, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, data, optim, progress, gan, pix2pix, cyclegan, cut, checkpoint, inference, show, cli, metrics, interop, distributed) for n in m.__all__))
+from . import core, models, losses, images, samples, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))

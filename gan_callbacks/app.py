@@ -7,7 +7,8 @@ from __future__ import annotations
 import os, tempfile
 from pathlib import Path
 from PIL import Image
-from .interop import InteropError, read_generator
+from .state_dicts import InteropError
+from .interop import read_generator
 from .inference import translate_file
 
 # %% auto #0
@@ -25,7 +26,7 @@ def check_upload(fn, max_pixels:int=50_000_000):
     name = Path(fn).name
     try:
         with Image.open(fn) as im: w, h = im.size   # reads the header only
-    except (OSError, ValueError, Image.DecompressionBombError) as e:
+    except (OSError, ValueError, Image.DecompressionBombError):
         raise AppError(f"{name} is not an image this app can read (PNG, JPEG, TIFF, ...).") from None
     if w * h > max_pixels: raise AppError(f"{name} is {w}x{h} pixels: more than this app's limit of {max_pixels:,} pixels.")
     return w, h

@@ -4,9 +4,8 @@
 
 # %% ../nbs/05_checkpoint.ipynb #11c5b884
 from __future__ import annotations
-import os, re, errno, random, shutil, signal, tempfile, threading, warnings
+import re, random, tempfile, warnings
 from collections import OrderedDict
-from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 import torch
@@ -15,98 +14,14 @@ from fastcore.foundation import L
 from fastai.learner import Learner
 from fastai.callback.schedule import ParamScheduler
 from .core import StateDictCallback
-from .gan import AdversarialTrainer, NonFiniteError, find_trainer, learner_device
+from .gan import NonFiniteError, find_trainer, learner_device
 from .internals import in_fit, first_use_pass, recorder_history, set_recorder_history
 from .distributed import unwrap, rank_distrib
+from .safety import CheckpointError, CheckpointWriteError, atomic_save, signals_deferred
 
 # %% auto #0
-__all__ = ['CheckpointError', 'CheckpointWriteError', 'atomic_save', 'rng_states', 'set_rng_states', 'checkpoint_state',
-           'check_fits', 'load_checkpoint', 'find_checkpoint', 'Terminated', 'stop_on_sigterm', 'signals_deferred',
+__all__ = ['rng_states', 'set_rng_states', 'checkpoint_state', 'check_fits', 'load_checkpoint', 'find_checkpoint',
            'GANCheckpoint']
-
-# %% ../nbs/05_checkpoint.ipynb #dc6148ec
-class CheckpointError(RuntimeError):
-    "A checkpoint cannot be written or read, or does not fit the `Learner`"
-
-class CheckpointWriteError(CheckpointError, OSError):
-    "A checkpoint file cannot be written (full disk, permissions, I/O error): the file it names is left as it was"
-    def __init__(self, msg, errno=None): super().__init__(msg); self.errno = errno
-    def __str__(self): return self.args[0]
-
-def _nbytes(o):
-    "Bytes of the tensors in nested `o`: about the size of its `torch.save` file"
-    if isinstance(o, torch.Tensor): return o.nelement() * o.element_size()
-    if isinstance(o, dict): return sum(_nbytes(v) for v in o.values())
-    if isinstance(o, (list, tuple)): return sum(_nbytes(v) for v in o)
-    return 0
-
-def _mb(n): return f"{n / 2**20:.1f} MB"
-
-def _free(d):
-    try: return shutil.disk_usage(d).free
-    except OSError: return None
-
-def _write_error(fn, e, need):
-    "A `CheckpointWriteError` for exception `e` (from writing `fn`, `need` bytes): a full disk, or `e`'s first line"
-    free, code = _free(fn.parent), getattr(e, 'errno', None)
-    if code in (errno.ENOSPC, errno.EDQUOT) or (free is not None and free < need + 2**20):   # torch's own writer gives no errno
-        return CheckpointWriteError(f"Cannot write {fn}: No space left on device (it needs about {_mb(need)}, "
-                                    f"{'?' if free is None else _mb(free)} free)", errno.ENOSPC)
-    why = getattr(e, 'strerror', None) or (str(e).strip().splitlines() or [type(e).__name__])[0]
-    return CheckpointWriteError(f"Cannot write {fn}: {why}", code)
-
-def _interrupt_in(e):
-    "The `KeyboardInterrupt` that exception `e` is, or that torch turned into `e` (in its cause or context), else `None`"
-    seen = set()
-    while e is not None and id(e) not in seen:
-        if isinstance(e, KeyboardInterrupt): return e
-        seen.add(id(e)); e = e.__cause__ or e.__context__
-    return None
-
-def _new_tmp(fn):
-    "A new, empty hidden file `.{fn.name}.{random}.tmp` beside `fn`, with the mode the umask gives"
-    for _ in range(100):
-        tmp = fn.with_name(f'.{fn.name}.{os.urandom(4).hex()}.tmp')   # `os.urandom`: no draw from the generators a checkpoint saves
-        try: os.close(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)); return tmp
-        except FileExistsError: continue
-    raise FileExistsError(errno.EEXIST, f"No free temporary name beside {fn}")
-
-def atomic_save(obj, fn):
-    "`torch.save` `obj` to `fn` through a temporary file in the same directory: `fn` is always the old file or the whole new one"
-    fn, tmp = Path(fn), None
-    need = _nbytes(obj)
-    free = _free(fn.parent)
-    if free is not None and free < need: raise _write_error(fn, OSError(errno.ENOSPC, 'No space left on device'), need)
-    try:
-        tmp = _new_tmp(fn)
-        torch.save(obj, tmp)   # a path, not a file object: an interrupt stays a `KeyboardInterrupt`
-        with open(tmp, 'rb+') as f: os.fsync(f.fileno())
-        os.replace(tmp, fn)
-    except BaseException as e:
-        if tmp is not None: tmp.unlink(missing_ok=True)
-        if (ki := _interrupt_in(e)) is not None and ki is not e: raise ki from None
-        if isinstance(e, (OSError, RuntimeError)) and not isinstance(e, CheckpointError): raise _write_error(fn, e, need) from e
-        raise
-    _fsync_dir(fn.parent)
-    return fn
-
-def _fsync_dir(d):
-    "Make a rename in directory `d` durable (where directories can be opened)"
-    try: fd = os.open(d, os.O_RDONLY)
-    except OSError: return
-    try: os.fsync(fd)
-    except OSError: pass
-    finally: os.close(fd)
-
-def _check_writable(d):
-    "Create directory `d` if needed and make sure files can be written in it"
-    try:
-        d.mkdir(parents=True, exist_ok=True)
-        tempfile.TemporaryFile(dir=d).close()
-    except OSError as e:
-        blocker = next((p for p in [d, *d.parents] if p.exists() and not p.is_dir()), None)
-        why = f"{blocker} is a file, not a directory" if blocker else (e.strerror or str(e))
-        raise CheckpointError(f"Cannot write checkpoints to {d}: {why}") from e
 
 # %% ../nbs/05_checkpoint.ipynb #ef1628b7
 def _rng_loaders(dls):
@@ -265,35 +180,16 @@ def _finite(*models):
     ts = [t for m in models if m is not None for t in m.state_dict().values() if t.is_floating_point()]
     return not ts or bool(torch.stack([t.isfinite().all() for t in ts]).all())
 
-# %% ../nbs/05_checkpoint.ipynb #19f58059
-class Terminated(KeyboardInterrupt):
-    "SIGTERM received: the process is asked to stop, handled as Ctrl-C"
-
-def _raise_terminated(signum, frame): raise Terminated()
-
-def _main_thread(): return threading.current_thread() is threading.main_thread()
-
-@contextmanager
-def stop_on_sigterm():
-    "Within: SIGTERM raises `Terminated` (a `KeyboardInterrupt`) in the main thread, so that a fit stops as on Ctrl-C"
-    if not _main_thread(): yield; return
-    old = signal.signal(signal.SIGTERM, _raise_terminated)
-    try: yield
-    finally: signal.signal(signal.SIGTERM, old)
-
-@contextmanager
-def signals_deferred():
-    "Within: Ctrl-C and SIGTERM are noted in the returned list instead of raised (main thread only)"
-    got = []
-    if not _main_thread(): yield got; return
-    sigs = (signal.SIGINT, signal.SIGTERM)
-    old = {s: signal.getsignal(s) for s in sigs}
-    for s in sigs:
-        if old[s] not in (signal.SIG_IGN, None): signal.signal(s, lambda n, f: got.append(n))
-    try: yield got
-    finally:
-        for s in sigs:
-            if old[s] is not None: signal.signal(s, old[s])
+# %% ../nbs/05_checkpoint.ipynb #dc6148ec
+def _check_writable(d):
+    "Create directory `d` if needed and make sure files can be written in it"
+    try:
+        d.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=d).close()
+    except OSError as e:
+        blocker = next((p for p in [d, *d.parents] if p.exists() and not p.is_dir()), None)
+        why = f"{blocker} is a file, not a directory" if blocker else (e.strerror or str(e))
+        raise CheckpointError(f"Cannot write checkpoints to {d}: {why}") from e
 
 # %% ../nbs/05_checkpoint.ipynb #6578673d
 class GANCheckpoint(StateDictCallback):

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 import torch
 from fastcore.basics import noop
-from .internals import wrap_epoch_events, unwrap_epoch_events, valid_metrics
+from .internals import wrap_epoch_events, unwrap_epoch_events, handlers_only, all_handlers, valid_metrics, logger_chain, restore_logger_chain
 from fastai.callback.core import Callback, CancelBackwardException, CancelStepException, CancelTrainException, \
     CancelValidException, CancelEpochException, CancelFitException, CancelBatchException
 
@@ -112,7 +112,8 @@ class StateDictCallback(Callback):
             ctl = StateDictControl(st)
             l.add_cb(ctl)
             for cb in cbs: cb.cb_state, cb._ctl, cb._first, cb._last = st, ctl, cb is cbs[0], cb is cbs[-1]
-            _guard_epochs(l, cbs, _loggers(l))
+            _guard_epochs(l, cbs, logger_chain(l))
+            handlers_only(l)   # events go to the callbacks that handle them, as before, without the no-op calls
         st = self.cb_state
         st.update(n_epochs=l.n_epoch, metrics=l.metrics, pbar=_pbar(l))
         self._call('on_train_begin', metrics_names=[getattr(m, 'name', type(m).__name__) for m in l.metrics])
@@ -182,31 +183,18 @@ def last_metrics(learn):
     return list(rec.log[-n:]) if n and len(rec.log) > n else None
 
 # %% ../nbs/00_core.ipynb #779faab0
-_absent = object()   # a callback without `old_logger`
-
-def _loggers(learn):
-    "`learn.logger` and the `old_logger` of every callback: the chain logging callbacks set up for a fit"
-    return learn.logger, [(cb, cb.__dict__.get('old_logger', _absent)) for cb in learn.cbs]
-
-def _restore_loggers(learn, saved):
-    "Put `learn.logger` and the callbacks' `old_logger`s back as `_loggers` saw them: a failed fit runs no `after_fit` to undo them"
-    learn.logger, hooks = saved[0], saved[1]
-    for cb, old in hooks:
-        if old is not _absent: cb.old_logger = old
-        else: cb.__dict__.pop('old_logger', None)
-
 def _guard_epochs(learn, cbs, loggers):
     "Wrap `learn`'s epochs, their events included, so that v1 callbacks get `on_train_end(exception=e)` if training crashes, and the loggers are put back"
     def crashed(e):
         st = cbs[0].cb_state
         for cb in cbs: cb._call('on_train_end', exception=e)
         _end_fit(learn, st)
-        _restore_loggers(learn, loggers)
+        restore_logger_chain(learn, loggers)
     wrap_epoch_events(learn, crashed)
 
 def _end_fit(learn, st):
     "Undo the fit-time set-up and drop the state's references to batches"
-    unwrap_epoch_events(learn)
+    unwrap_epoch_events(learn); all_handlers(learn)
     for cb in list(learn.cbs):
         if isinstance(cb, StateDictControl): learn.remove_cb(cb)
     st.update(last_input=None, last_target=None, last_output=None, last_loss=None, pbar=None)

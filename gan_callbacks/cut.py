@@ -12,7 +12,8 @@ from fastcore.meta import delegates
 from .models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
 from .losses import GANLoss, PatchNCELoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, gan_learner, _step, _sd
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, _step, _sd
+from .learner import gan_learner
 from .distributed import unwrap, share_module
 
 # %% auto #0

@@ -13,8 +13,9 @@ from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, gan_learner, \
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, \
     _predicting, to_multiple, from_multiple, check_image_range
+from .learner import gan_learner
 from .distributed import unwrap
 
 # %% auto #0

@@ -18,7 +18,7 @@ from fastai.callback.core import Callback
 from fastai.distributed import DistributedDL, DistributedTrainer, rank_distrib, num_distrib
 from accelerate import Accelerator, InitProcessGroupKwargs
 from accelerate.utils import DistributedType
-from .internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accelerator_state
+from .internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accelerator_state, BroadcastingDistributedDL
 
 
 # %% auto #0
@@ -89,9 +89,9 @@ def share_module(learn, m:nn.Module):
     return broadcast_module(m)
 
 # %% ../nbs/12_distributed.ipynb #52232ec3
-class GlooDistributedDL(DistributedDL):
+class GlooDistributedDL(BroadcastingDistributedDL):
     "fastai's `DistributedDL` that also runs over gloo: rank 0's indices are broadcast on the backend's device, not always CUDA"
-    def _broadcast(self, t, rank):
+    def broadcast(self, t, rank):
         t = torch.tensor(t, dtype=torch.long, device=_comm_device())
         dist.broadcast(t, rank)
         return [tuple(o) if isinstance(o, list) else o for o in t.cpu().tolist()]   # once per epoch; index tuples stay tuples

@@ -11,20 +11,18 @@ import torch
 from torch import nn
 from fastcore.basics import store_attr, first
 from fastcore.foundation import L
-from fastai.learner import Learner
 from fastai.optimizer import Adam
 from fastai.metrics import ValueMetric
 from fastai.callback.fp16 import MixedPrecision, AMPMode
 from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .internals import (BatchNormBase, NormBase, DropoutBase, is_compiled, step_unless_found_inf, in_fit,
-                                     off_for_this_fit, smoothed_loss)
-from .distributed import is_distributed, average_grads, share_module, DistributedGAN, flat_by_dtype, unflat
-from .progress import sync_free_bar
+                                     off_for_this_fit, smoothed_loss, copy_into, mend_wandb_config)
+from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
 __all__ = ['paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range', 'NonFiniteError',
-           'AdversarialTrainer', 'find_trainer', 'direct_trackers', 'AdversarialLearner']
+           'AdversarialTrainer', 'find_trainer', 'direct_trackers']
 
 # %% ../nbs/04a_gan.ipynb #97da04ba
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -142,15 +140,30 @@ def _norm_layers(model):
     if ls is None: ls = _norm_layers_of[model] = [m for m in model.modules() if isinstance(m, NormBase)]
     return ls
 
+_stat_names = ('running_mean', 'running_var', 'num_batches_tracked')   # what a BatchNorm forward in training updates
+
+def _flat(ts):
+    "The tensors `ts` (all of one dtype and number of dimensions) as one flat tensor, in one call for 0-d and 1-d ones"
+    d = ts[0].dim()
+    return torch.stack(ts) if d == 0 else torch.cat(ts if d == 1 else [t.reshape(-1) for t in ts])
+
+def _parts(flat, ts, sizes):
+    "`flat` cut back into views shaped as `ts`"
+    d = ts[0].dim()
+    return flat.unbind() if d == 0 else flat.split(sizes) if d == 1 else [f.view_as(t) for f, t in zip(flat.split(sizes), ts)]
+
 def norm_stats(*models):
-    "The running statistics of the BatchNorm layers of `models`, and a copy of them (one flat tensor per dtype)"
-    bufs = [b for model in models for m in _norm_layers(model) for b in m.buffers(recurse=False)]
-    return bufs, {dt: flat for dt, (_, flat) in flat_by_dtype(bufs).items()}
+    "The running statistics of the BatchNorm layers of `models` and a copy of them: one flat tensor per dtype and shape kind"
+    groups = {}
+    for model in models:
+        for m in _norm_layers(model):
+            for k in _stat_names:
+                if (b := getattr(m, k, None)) is not None: groups.setdefault((b.dtype, b.dim()), []).append(b)
+    return [(ts, _flat(ts), [t.numel() for t in ts]) for ts in groups.values()]
 
 def restore_if(bad, stats):
-    "Put the statistics `norm_stats` copied back if `bad` (a flag on the device)"
-    bufs, old = stats
-    for dt, (group, now) in flat_by_dtype(bufs).items(): unflat(group, torch.where(bad, old[dt], now))
+    "Put the statistics `norm_stats` copied back if `bad` (a flag on the device): a few calls whatever the number of layers"
+    for ts, old, sizes in stats: copy_into(ts, _parts(torch.where(bad, old, _flat(ts)), ts, sizes))
 
 def learner_device(learn):
     "The device of `learn`'s data (the default device when its loaders have none)"
@@ -220,6 +233,7 @@ class AdversarialTrainer(StateDictCallback):
     def before_fit(self):
         "Added to a `Learner` after it was made: `DistributedGAN` joins now, and sets up before fastai's `DistributedTrainer` does"
         if (cb := _bring_distributed_gan(self.learn)) is not None: cb('before_fit')
+        mend_wandb_config()   # fastai's `WandbCallback` (order 51) can log its config beside us
         super().before_fit()
 
     def on_train_begin(self, **kwargs):
@@ -291,7 +305,7 @@ class AdversarialTrainer(StateDictCallback):
             elif k in self._shared or not is_distributed(): continue
             setattr(self, k, _speed_up(share_module(self.learn, D), self.channels_last, self.compile))
             if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked
-        self._plists.pop('d', None)
+            self._plists.pop('d', None)   # a new module: its parameters are listed again
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self._d_params(), lr=self.learn.lr)
         return self.discriminators
 
@@ -342,7 +356,7 @@ class AdversarialTrainer(StateDictCallback):
 
     def _log(self, bad, *vals):
         "Smoothed, debiased losses kept on the device: no host sync per batch; a skipped iteration keeps the last values"
-        v = torch.stack([o.detach().float() for o in vals])
+        v = torch.stack(vals).detach().float()   # one stack (promoting bf16 to float32 exactly), then one detach and cast
         prev = torch.zeros_like(v) if self._avg is None else self._avg
         self._avg = torch.where(bad, prev, torch.lerp(prev, v, 1 - self.beta))
         self._n += 1
@@ -429,13 +443,7 @@ def find_trainer(learn) -> AdversarialTrainer|None:
 
 # %% ../nbs/04a_gan.ipynb #fa290a11
 import numpy as np
-from torch.serialization import DEFAULT_PROTOCOL
-from fastcore.basics import PrettyString
-from fastcore.xtras import join_path_file
-from fastai.torch_core import rank_distrib, distrib_barrier
 from fastai.callback.tracker import TrackerCallback
-import fastai.callback.hook   # `Learner.summary`
-from .distributed import unwrap
 
 def direct_trackers(learn, lower:dict):
     "Tell `learn`'s fastai trackers (`SaveModelCallback`, `EarlyStoppingCallback`, ...) which way the columns of `lower` improve (`True`: lower is better)"
@@ -444,75 +452,3 @@ def direct_trackers(learn, lower:dict):
         if not isinstance(cb, TrackerCallback) or cb.monitor not in lower: continue
         comp = np.less if lower[cb.monitor] else np.greater
         if cb.comp is not comp: cb.comp, cb.min_delta = comp, -cb.min_delta   # fastai keeps `min_delta` negative for `np.less`
-
-class AdversarialLearner(Learner):
-    "A `Learner` whose everyday tools know its GAN trainer: `save`/`load` keep the discriminators, `summary` shows them, `predict` and `show_results` translate"
-    def save(self, file, with_opt=True, pickle_protocol=DEFAULT_PROTOCOL):
-        "fastai's `save`, with the discriminators; with `with_opt`, also their optimizer and the trainer's state (smoothed losses, pools, ...)"
-        t = find_trainer(self)
-        if t is None: return super().save(file, with_opt, pickle_protocol)
-        if rank_distrib(): return   # the other processes hold the same state
-        file = join_path_file(file, self.path/self.model_dir, ext='.pth')
-        sd = t.state_dict()
-        state = dict(model=unwrap(self.model).state_dict(), gan=sd if with_opt else {k: sd[k] for k in ('discriminators', 'd_in_ch')})
-        if with_opt and self.opt is not None: state['opt'] = self.opt.state_dict()
-        torch.save(state, file, pickle_protocol=pickle_protocol)
-        return file
-
-    def load(self, file, device=None, with_opt=True, strict=True, **kwargs):
-        "fastai's `load`; a file `save` wrote brings back the discriminators too (`with_opt`: their optimizer and the trainer's state)"
-        t = find_trainer(self)
-        if t is None: return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
-        fn = join_path_file(file, self.path/self.model_dir, ext='.pth')
-        if device is None and hasattr(self.dls, 'device'): device = self.dls.device
-        distrib_barrier()
-        with torch.serialization.safe_globals([L]): state = torch.load(fn, map_location=device, weights_only=True)   # fastai's optimizers keep `L`s
-        if not (isinstance(state, dict) and 'gan' in state):
-            warnings.warn(f"{fn} holds no discriminators (saved by fastai's `save`, or before they were kept): loading the generator only")
-            return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
-        if self.opt is None: self.create_opt()
-        unwrap(self.model).load_state_dict(state['model'], strict=strict)
-        if with_opt and 'opt' in state: self.opt.load_state_dict(state['opt'])
-        gan = state['gan']
-        if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
-        else:
-            for k, D in t.setup_discriminators(gan['d_in_ch']).items():
-                if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
-        return self
-
-    def summary(self):
-        "fastai's summary of the Learner's model, then the discriminators' layers and parameters"
-        res, t = super().summary(), find_trainer(self)
-        for k, D in (t.discriminators if t is not None else {}).items():
-            res += f"\n\n{k} ({type(t).__name__}): " + ("built at the first batch, for the data's channels" if D is None else _layers(D))
-        return PrettyString(res)
-
-    def predict(self, item, rm_type_tfms=None, with_input=False):
-        "Translate one image (`Path`, `str` or PIL image, whole, at its size) in the model's `direction`: (decoded, translation, translation)"
-        if getattr(self.dls, 'n_inp', 1) < 2: return super().predict(item, rm_type_tfms, with_input)
-        dl = self.dls.test_dl([item], rm_type_tfms=rm_type_tfms, num_workers=0)
-        inp, preds, _, dec_preds = self.get_preds(dl=dl, with_input=True, with_decoded=True)
-        i = int(getattr(unwrap(self.model), 'direction', 'AtoB') == 'BtoA')
-        dec = self.dls.decode_batch((inp, dec_preds) if i == 0 else (dec_preds, inp))[0]   # in domain order: each decoded as its domain
-        res = dec[1-i], dec_preds[0], preds[0]
-        return (dec[i],) + res if with_input else res
-
-    def show_results(self, ds_idx=1, dl=None, max_n=9, shuffle=True, **kwargs):
-        "fastai's; for unpaired data, titled rows of input | translation | other domain in the model's `direction`"
-        if getattr(self.dls, 'n_inp', 1) > 1: kwargs.setdefault('direction', getattr(unwrap(self.model), 'direction', 'AtoB'))
-        return super().show_results(ds_idx, dl, max_n, shuffle, **kwargs)
-
-def _layers(m):
-    "A table of the layers of `m` with parameters, and their total"
-    rows = [(type(o).__name__, sum(p.numel() for p in o.parameters(recurse=False))) for o in m.modules()]
-    rows = [r for r in rows if r[1]]
-    return (f"{type(m).__name__}\n" + '\n'.join(f"{n:<20} {p:<10,}" for n, p in rows) +
-            f"\nTotal params: {sum(p.numel() for p in m.parameters()):,}")
-
-
-# %% ../nbs/04a_gan.ipynb #99b35ca0
-def gan_learner(dls, model, trainer, cbs=None, **kwargs):
-    "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"
-    cbs = L(cbs) + trainer
-    if not any(isinstance(cb, DistributedGAN) for cb in cbs): cbs += DistributedGAN()
-    return sync_free_bar(AdversarialLearner(dls, model, cbs=cbs, **kwargs))   # fastai's default bar reads the loss back after every batch

@@ -4,23 +4,25 @@
 
 # %% ../nbs/00a_internals.ipynb #727d01a0
 from __future__ import annotations
-import copyreg
+import copyreg, sys
 from types import MethodType
 from fastcore.basics import noop
 from fastcore.foundation import L
 import torch
 from torch import nn
 from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException, CancelTrainException,
-                                  CancelValidException, CancelEpochException, CancelFitException)
+                                  CancelValidException, CancelEpochException, CancelFitException, event)
 from fastai.data.load import _loaders
 from fastai.data.core import Transform
+from fastai.distributed import DistributedDL
 
 # %% auto #0
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
-           'set_replaced_logger', 'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history',
-           'become', 'first_use_pass', 'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state']
+           'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
+           'recorder_history', 'set_recorder_history', 'become', 'handlers_only', 'all_handlers', 'first_use_pass',
+           'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state',
+           'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -84,6 +86,20 @@ def set_replaced_logger(cb, logger):
     "Make logging callback `cb` chain to, and put back after the fit, `logger`"
     cb.old_logger = logger   # fastai: `ProgressCallback._write_stats`/`CSVLogger._write_line` call `old_logger`; their `after_fit` restores it
 
+_absent = object()   # a callback without a replaced logger
+
+def logger_chain(learn):
+    "`learn.logger` and the logger each callback replaced: the chain fastai's logging callbacks set up for a fit, for `restore_logger_chain`"
+    # fastai: `ProgressCallback` and `CSVLogger` keep the logger they replace in their instance's `old_logger`; only `after_fit` puts it back
+    return learn.logger, [(cb, cb.__dict__.get('old_logger', _absent)) for cb in learn.cbs]
+
+def restore_logger_chain(learn, chain):
+    "Put `learn.logger` and the callbacks' replaced loggers back as `logger_chain` saw them (a crashed fit runs no `after_fit`)"
+    learn.logger, hooks = chain
+    for cb, old in hooks:
+        if old is not _absent: cb.old_logger = old   # fastai: the attribute `after_fit` reads back, as above
+        else: cb.__dict__.pop('old_logger', None)
+
 def valid_metrics(rec):
     "What `Recorder` `rec` logs after validation (valid loss, then the metrics), or `None` before its first `before_fit`"
     return getattr(rec, '_valid_mets', None)   # fastai: `Recorder._valid_mets`, a property over `loss` and `metrics`
@@ -108,6 +124,34 @@ def set_recorder_history(rec, h):
 def become(o, cls):
     "Make live object `o` an instance of `cls`, a subclass of its class that adds methods only"
     object.__setattr__(o, '__class__', cls)   # fastai: `Optimizer` and `Recorder` keep all their state in the instance, `GetAttr` routes other setattrs
+
+# %% ../nbs/00a_internals.ipynb #c149cf8d
+def _handles(cb, event_name) -> bool:
+    "Whether `cb(event_name)` can do anything: `cb` (or its class) defines the event, or it is `after_fit`, which resets `cb.run`"
+    return event_name == 'after_fit' or event_name in cb.__dict__ or callable(getattr(type(cb), event_name, None))
+
+def handlers_only(learn):
+    "Make `learn` send each event only to the callbacks that handle it, in `order` as fastai does, until `all_handlers`"
+    # fastai: `Learner._call_one(event_name)` calls `cb(event_name)` on every callback of `learn.cbs.sorted('order')`, and
+    # `Callback.__call__` runs `getattr(cb, event_name, noop)()`: a callback without the method only looks it up (through
+    # `GetAttr`, on the Learner too) and calls `noop`; an instance attribute shadows `_call_one`
+    if any(callable(getattr(type(learn), e, None)) or e in learn.__dict__ for e in ('before_batch', 'after_batch')):
+        return   # the Learner itself answers event names: callbacks would find them through `GetAttr`
+    call_one, chosen = learn._call_one, {}
+    def send(event_name):
+        cbs = learn.cbs.items
+        key = (event_name, *map(id, cbs))   # the lists hold their callbacks, so ids are not reused while cached
+        todo = chosen.get(key)
+        if todo is None:
+            if len(chosen) > 256: chosen.clear()
+            if not hasattr(event, event_name): return call_one(event_name)   # fastai's own error
+            todo = chosen[key] = [cb for cb in learn.cbs.sorted('order') if _handles(cb, event_name)]
+        for cb in todo: cb(event_name)
+    learn._call_one = send
+
+def all_handlers(learn):
+    "Undo `handlers_only`"
+    learn.__dict__.pop('_call_one', None)
 
 # %% ../nbs/00a_internals.ipynb #26344e35
 def first_use_pass(dl):
@@ -151,3 +195,20 @@ def reset_accelerator_state():
     "Forget the process-wide Accelerate state, so that a new `Accelerator` sets it up again (e.g. with `cpu=True`)"
     from accelerate.state import AcceleratorState
     AcceleratorState._reset_state(reset_partial_state=True)   # accelerate: `AcceleratorState` and `PartialState` are shared singletons
+
+class BroadcastingDistributedDL(DistributedDL):
+    "fastai's `DistributedDL`, whose broadcast of rank 0's indices to the other processes is the method `broadcast(t, rank)`, for subclasses to replace"
+    # fastai: `DistributedDL.get_idxs` calls the private `_broadcast(idxs, 0)` once per epoch, on CUDA tensors, to share rank 0's shuffled indices
+    def _broadcast(self, t, rank): return self.broadcast(t, rank)
+    def broadcast(self, t, rank): return DistributedDL._broadcast(self, t, rank)
+
+# %% ../nbs/00a_internals.ipynb #e5a80aeb
+def mend_wandb_config():
+    "Let fastai's `WandbCallback` log its config where its reading of the values fails on plain ones (fastai 2.8.12); nothing if that module is not loaded"
+    # fastai: `_format_config_value` reads each value of `learn.gather_args()` with the name `init_args` of its module (fastcore's, which calls `vars(o)`)
+    fw = sys.modules.get('fastai.callback.wandb')
+    f = getattr(fw, 'init_args', None)
+    if f is None or getattr(f, 'mended', False): return
+    def init_args(o): return f(o) if hasattr(o, '__dict__') else {}
+    init_args.mended = True
+    fw.init_args = init_args

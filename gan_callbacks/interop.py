@@ -4,124 +4,23 @@
 
 # %% ../nbs/11_interop.ipynb #a40ded97
 from __future__ import annotations
-import inspect, json, os, re, shutil, tempfile, warnings
+import json, warnings
 from collections import OrderedDict
 from pathlib import Path
 import torch
 from torch import nn
-from PIL import Image
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
-from .models import UnetGenerator, ResnetGenerator, ResnetBlock, check_input
-from .cyclegan import CycleGANModel
-from .images import image_modes
-from .samples import sample_photos, sample_photo
-from .checkpoint import CheckpointError, atomic_save, check_fits, is_checkpoint, few_keys
-from .inference import generator_settings, eval_mode, run_generator, round_to, from_pil
-from .show import image_grid
+from .models import ResnetBlock, check_input
+from .safety import atomic_save
+from .checkpoint import is_checkpoint, few_keys
+from .inference import generator_settings, eval_mode, run_generator
+from .state_dicts import InteropError, generator_from_state_dict, clean_state_dict, infer_generator, generator_kinds
+from .model_folder import write_model_folder, read_model_folder, model_file, config_file, card_file
 
 # %% auto #0
-__all__ = ['model_file', 'config_file', 'card_file', 'sample_file', 'export_formats', 'InteropError', 'clean_state_dict',
-           'infer_generator', 'generator_from_state_dict', 'read_generator', 'load_generator', 'reference_options',
-           'export_reference', 'check_onnx', 'export_onnx', 'network_config', 'write_model_folder', 'sample_grid',
-           'model_card', 'read_model_folder', 'export_generator']
-
-# %% ../nbs/11_interop.ipynb #bae8e6ab
-class InteropError(ValueError):
-    "A file that cannot be read as a generator, or a generator that cannot be exported"
-
-def clean_state_dict(sd:dict):
-    "`sd` without the `module.` prefix of `nn.DataParallel` saves and the running statistics of old instance-norm layers"
-    sd = OrderedDict((k, v) for k, v in sd.items() if torch.is_tensor(v))
-    while sd and all(k.startswith('module.') for k in sd): sd = OrderedDict((k[7:], v) for k, v in sd.items())
-    stats = ('running_mean', 'running_var', 'num_batches_tracked')
-    def affine(k): return k.rsplit('.', 1)[0] + '.weight' in sd
-    return OrderedDict((k, v) for k, v in sd.items() if k.rsplit('.', 1)[-1] not in stats or affine(k))
-
-# %% ../nbs/11_interop.ipynb #e0d57da4
-_unet_key = re.compile(r'model\.model\.((?:\d+\.model\.)*)(\d+)\.(\w+)')
-
-def _unet_arch(sd):
-    "The arguments of the `UnetGenerator` whose state dict is `sd`, or `None`"
-    levels = {}
-    for k in sd:
-        m = _unet_key.fullmatch(k)
-        if m is None: return None
-        levels.setdefault(m.group(1).count('model'), set()).add((int(m.group(2)), m.group(3)))
-    first, last = sd.get('model.model.0.weight'), sd.get('model.model.3.weight')
-    if first is None or last is None or first.ndim != 4: return None
-    norm = 'batch' if (2, 'running_mean') in levels.get(1, ()) else 'instance' if 'model.model.0.bias' in sd else 'none'
-    return dict(in_ch=first.shape[1], out_ch=last.shape[1], num_downs=max(levels) + 1, ngf=first.shape[0], norm=norm)
-
-_archs = {'unet': (UnetGenerator, _unet_arch)}
-_netGs = {'unet_256': ('unet', dict(num_downs=8)), 'unet_128': ('unet', dict(num_downs=7))}
-
-# %% ../nbs/11_interop.ipynb #5ddf101f
-_resnet_key = re.compile(r'model\.(\d+)\.(?:conv_block\.(\d+)\.)?(\w+)')
-
-def _resnet_arch(sd):
-    "The arguments of the `ResnetGenerator` whose state dict is `sd`, or `None`"
-    blocks = {}
-    for k, v in sd.items():
-        m = _resnet_key.fullmatch(k)
-        if m is None: return None
-        if m.group(2) is not None and m.group(3) == 'weight' and v.ndim == 4: blocks.setdefault(int(m.group(1)), []).append(int(m.group(2)))
-    aa = 'model.7.filt' in sd                              # CUT: a blur after each downsampling convolution...
-    start = 12 if aa else 10
-    aa_up = f'model.{start + len(blocks)}.filt' in sd      # ...and before each upsampling one
-    first, last = sd.get('model.1.weight'), sd.get(f'model.{start + len(blocks) + (9 if aa_up else 7)}.weight')
-    if first is None or last is None or first.ndim != 4 or first.shape[-1] != 7 or last.ndim != 4: return None
-    c1, c2 = sorted(next(iter(blocks.values()), [1, 5]))[:2]   # the two convolutions of a residual block
-    norm = 'batch' if 'model.2.running_mean' in sd else 'instance' if 'model.1.bias' in sd else 'none'
-    args = dict(in_ch=first.shape[1], out_ch=last.shape[0], ngf=first.shape[0], n_blocks=len(blocks), norm=norm,
-                use_dropout=c2 - c1 == (5 if c1 else 4))
-    args.update({k: True for k, on in (('antialias', aa), ('antialias_up', aa_up)) if on})
-    return args if c1 else dict(args, padding='zero')
-
-_archs['resnet'] = (ResnetGenerator, _resnet_arch)
-_netGs.update(resnet_9blocks=('resnet', dict(n_blocks=9)), resnet_6blocks=('resnet', dict(n_blocks=6)))
-
-# %% ../nbs/11_interop.ipynb #b54fcc9b
-def _what(sd):
-    "A short description of state dict `sd` for error messages"
-    if not sd: return "no tensors"
-    w = sd.get('model.0.weight')
-    d = " (a PatchGAN discriminator's layout: pass the generator's file)" if w is not None and w.ndim == 4 and w.shape[-1] == 4 else ''
-    return f"{len(sd)} tensors, keys {few_keys(sd, 4)}{d}"
-
-def infer_generator(sd:dict, **hints):
-    "The generator class and its arguments for (cleaned) state dict `sd`; `hints` settle what the keys cannot tell"
-    kind, netG = None, hints.pop('netG', None)
-    if netG is not None:
-        if netG not in _netGs: raise InteropError(f"netG must be one of {', '.join(_netGs)}, got {netG!r}")
-        kind, extra = _netGs[netG]
-        for k, v in extra.items(): hints.setdefault(k, v)
-    found = {n: a(sd) for n, (_, a) in _archs.items() if kind in (None, n)}
-    found = {n: a for n, a in found.items() if a is not None}
-    if not found:
-        raise InteropError(f"holds no generator this library can read (the state dict of a U-Net or ResNet generator): {_what(sd)}")
-    (kind, args), = found.items()
-    cls = _archs[kind][0]
-    for k, v in hints.items():
-        if k in args and args[k] != v:
-            raise InteropError(f"the file holds a {kind} generator with {k}={args[k]}, but {k}={v!r} was asked for")
-    if args.get('norm') == 'none':
-        raise InteropError(f"the file's {kind} generator has neither norm layers nor convolution biases: "
-                           f"pass norm='batch' or norm='instance' if that is wrong ({_what(sd)})")
-    return cls, {**args, **hints}
-
-# %% ../nbs/11_interop.ipynb #cefc26bb
-def generator_from_state_dict(sd:dict, device=None, source:str='the state dict', **hints):
-    "A generator built from the architecture `infer_generator` reads in `sd`, with `sd`'s weights, in eval mode"
-    sd = clean_state_dict(sd)
-    cls, args = infer_generator(sd, **hints)
-    try:
-        with torch.random.fork_rng(devices=[]): G = cls(**args)   # its random init is overwritten: leave the caller's RNG alone
-    except (TypeError, ValueError) as e: raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from e
-    try: check_fits(G, sd, f"{cls.__name__} built from its keys ({', '.join(f'{k}={v}' for k, v in args.items())})", source)
-    except CheckpointError as e: raise InteropError(str(e)) from None
-    G.load_state_dict(sd)
-    return G.to(default_device() if device is None else device).eval()
+__all__ = ['export_formats', 'read_generator', 'load_generator', 'reference_options', 'export_reference', 'check_onnx',
+           'export_onnx', 'export_generator']
 
 # %% ../nbs/11_interop.ipynb #f2a34655
 def _torch_load(fn, device):
@@ -172,7 +71,7 @@ def reference_options(G:nn.Module):
     "The reference `test.py` options that build generator `G`'s architecture (`--netG`, `--ngf`, `--norm`, channels, dropout)"
     sd = clean_state_dict(G.state_dict())
     cls, args = infer_generator(sd)
-    kind = next(n for n, (c, _) in _archs.items() if c is cls)
+    kind = next(n for n, c in generator_kinds().items() if c is cls)
     name = next((v for (k, a, n), v in _netG_names.items() if k == kind and args.get(a) == n), None)
     if name is None: raise InteropError(f"the reference has no --netG for {cls.__name__}({args}): build its network by hand")
     if args.get('padding') == 'zero' or any(isinstance(m, nn.ReplicationPad2d) for b in G.modules() if isinstance(b, ResnetBlock) for m in b.modules()):
@@ -225,163 +124,10 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     if check: check_onnx(G, fn, x)
     return Path(fn)
 
-# %% ../nbs/11_interop.ipynb #38048049
-model_file, config_file, card_file, sample_file = 'model.safetensors', 'config.json', 'README.md', 'sample.png'
-
-def _classes():
-    "The generator classes a folder may name (nothing else is ever built from a folder)"
-    return {c.__name__: c for c, _ in _archs.values()}
-
-def network_config(G:nn.Module):
-    "The class name and arguments that rebuild generator `G`, checked by rebuilding it"
-    cls, args = infer_generator(clean_state_dict(G.state_dict()))
-    if 'use_dropout' in inspect.signature(cls).parameters: args['use_dropout'] = any(isinstance(m, nn.Dropout) for m in G.modules())
-    with torch.random.fork_rng(devices=[]): same = repr(cls(**args)) == repr(G)
-    if not same: raise InteropError(f"{type(G).__name__} is not a network a model folder can describe ({cls.__name__}({args}) differs)")
-    return dict(architecture=cls.__name__, args=args)
-
-def _networks(model):
-    "The generators of `model` by state-dict prefix: CycleGAN's `g_a.` and `g_b.`, else the one generator"
-    return {'g_a.': model.g_a, 'g_b.': model.g_b} if hasattr(model, 'g_a') else {'': model}
-
-def _plain(G, prefix=''):
-    return {prefix + k: v.detach().as_subclass(torch.Tensor).cpu().contiguous() for k, v in G.state_dict().items()}
-
-def _build(cfg, sd, source):
-    "The generator `cfg` (architecture, args) describes, with the weights of `sd`"
-    cls = _classes().get(cfg.get('architecture'))
-    if cls is None: raise InteropError(f"{source}: architecture {cfg.get('architecture')!r} is none of {', '.join(_classes())}")
-    args = cfg.get('args', {})
-    try:
-        inspect.signature(cls).bind(**args)
-        with torch.random.fork_rng(devices=[]): G = cls(**args)
-    except (TypeError, ValueError) as e: raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from None
-    try: check_fits(G, sd, f"{cls.__name__}({args})", source)
-    except CheckpointError as e: raise InteropError(str(e)) from None
-    G.load_state_dict(sd)
-    return G
-
-_normalization = dict(range=[-1.0, 1.0], mean=0.5, std=0.5, bit_depth=8)   # pixels p of maximum m enter as (p/m - mean)/std
-
-def _is_model_folder(p):
-    try: return json.loads((p/config_file).read_text()).get('library_name') == 'gan_callbacks'
-    except (OSError, ValueError): return False
-
-def _replace_folder(tmp, out):
-    "Move the finished folder `tmp` to `out`, replacing an older model folder there only once the new one is whole"
-    old = out.with_name(f'.{out.name}.old')
-    if out.exists(): os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
-
-def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:dict|None=None, scores:dict|None=None,
-                       sample=None, name:str|None=None):
-    "Write generator (or CycleGAN pair) `model` to folder `out`: `model.safetensors`, `config.json`, and a `README.md` model card with `sample`"
-    from safetensors.torch import save_file
-    out = Path(out)
-    if out.exists() and not out.is_dir(): raise InteropError(f"{out} is a file, expected a folder for the model")
-    if out.is_dir() and any(out.iterdir()) and not _is_model_folder(out):
-        raise InteropError(f"{out} is a folder that holds other files: give a new or empty folder (or a model folder to replace)")
-    nets = _networks(model)
-    first = next(iter(nets.values()))
-    s = {**generator_settings(first), **(settings or {})}
-    arch = ({k.rstrip('.'): network_config(G) for k, G in nets.items()} if '' not in nets else network_config(first))
-    cfg = dict(library_name='gan_callbacks', format_version=1,
-               model_type=(training or {}).get('model', 'cyclegan' if '' not in nets else 'pix2pix'),
-               **({'architecture': 'CycleGANModel', 'networks': arch} if '' not in nets else arch),
-               directions=['AtoB', 'BtoA'] if '' not in nets else ['AtoB'],
-               in_ch=s['in_ch'], out_ch=arch['args']['out_ch'] if '' in nets else arch['g_a']['args']['out_ch'],
-               multiple=s['multiple'], size=s['size'], test_mode=s['test_mode'],
-               normalization=dict(_normalization, **(s.get('normalization') or {})),
-               training=training or {}, scores=scores or {})
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.tmp', dir=out.parent))
-    try:
-        save_file({k: v for p, G in nets.items() for k, v in _plain(G, p).items()}, str(tmp/model_file), metadata={'format': 'pt'})
-        (tmp/config_file).write_text(json.dumps(cfg, indent=2) + '\n')
-        if sample is None: sample = sample_grid(model, s)
-        if isinstance(sample, (str, Path)): shutil.copyfile(sample, tmp/sample_file)
-        elif sample is not False: sample.save(tmp/sample_file)
-        (tmp/card_file).write_text(model_card(cfg, name or out.name, sample is not False))
-        _replace_folder(tmp, out)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True); raise
-    return out
-
-# %% ../nbs/11_interop.ipynb #df676226
-def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
-    "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels"
-    G, s = model.g_a if hasattr(model, 'g_a') else model, settings
-    side = round_to(max(size, s['multiple']), s['multiple'])
-    dev, rows = next(G.parameters()).device, []
-    for name in sample_photos[:n]:
-        im, ch = sample_photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']
-        x = from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch]
-        rows.append([x, run_generator(G, x[None].to(dev), s['test_mode'])[0].cpu()])
-    return image_grid(rows, labels=('input', 'output'))
-
-def _table(d):
-    rows = [(k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None]
-    return '\n'.join(['| | |', '|---|---|'] + [f"| {k} | {f'{v:.4g}' if isinstance(v, float) else v} |" for k, v in rows])
-
-def model_card(cfg:dict, name:str, sample:bool=True):
-    "The `README.md` of a model folder: what the model is, how to use and share it, how it was trained and how it scored"
-    nets = cfg.get('networks') or {'generator': cfg}
-    what = '; '.join(f"{k}: `{n['architecture']}({', '.join(f'{a}={v!r}' for a, v in n['args'].items())})`" for k, n in nets.items())
-    kind = dict(pix2pix='pix2pix', cyclegan='CycleGAN', cut='CUT', fastcut='FastCUT').get(cfg['model_type'], cfg['model_type'])
-    lines = ['---', 'library_name: gan_callbacks', 'pipeline_tag: image-to-image',
-             f"tags: [image-to-image, gan, {cfg['model_type']}, fastai]", '---', '', f'# {name}', '',
-             f"A {kind} generator trained with [gan_callbacks](https://github.com/gan-callbacks/gan_callbacks): {what}.", '']
-    if sample: lines += [f'![input | output on built-in photos, or validation examples]({sample_file})', '']
-    n = cfg['normalization']
-    lines += ['## Use', '', '```python', 'from gan_callbacks.interop import load_generator',
-              f"G = load_generator('{name}')   # reads {model_file} and {config_file}: no pickle, no code from the folder", '```', '',
-              'or from a shell:', '', '```bash',
-              f"gan_callbacks translate --model {name} --input photos/ --output translated/" + (' --direction BtoA' if 'BtoA' in cfg['directions'] else ''),
-              '```', '',
-              f"Inputs: {cfg['in_ch']} channel(s), pixel values p of maximum m scaled to (p/m - {n['mean']})/{n['std']} (range {n['range']}); "
-              f"outputs: {cfg['out_ch']} channel(s), same scale. Image sides are multiples of {cfg['multiple']}; trained at "
-              f"{cfg['size']} pixels; test mode `{cfg['test_mode']}` "
-              + ("(dropout on and batch statistics, as the pix2pix paper tests)." if cfg['test_mode'] == 'paper' else "(`eval()`)."), '',
-              '## Files', '', f"- `{model_file}`: the weights (safetensors: loading them runs no code)",
-              f"- `{config_file}`: architecture, channels, test mode, normalisation, training settings and scores",
-              f"- `{card_file}`: this card" + (f"; `{sample_file}`: the picture above" if sample else ''), '',
-              '## Share it on the Hugging Face Hub', '', '```python', 'from huggingface_hub import upload_folder',
-              f"upload_folder(repo_id='you/{name}', folder_path='{name}', repo_type='model')", '```', '',
-              "and load it elsewhere with `load_generator(huggingface_hub.snapshot_download('you/" + name + "'))`.", '']
-    if cfg.get('training'): lines += ['## Training', '', _table(cfg['training']), '']
-    if cfg.get('scores'): lines += ['## Scores', '', _table(cfg['scores']), '']
-    return '\n'.join(lines)
-
-# %% ../nbs/11_interop.ipynb #65bb9313
-def read_model_folder(path, device=None):
-    "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`: safetensors and JSON only, nothing unpickled"
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-    path, device = Path(path), default_device() if device is None else torch.device(device)
-    for f in (config_file, model_file):
-        if not (path/f).is_file(): raise InteropError(f"{path}: no {f}, so not a model folder (export_generator(model, 'folder', out) writes one)")
-    try: cfg = json.loads((path/config_file).read_text())
-    except (ValueError, UnicodeDecodeError) as e: raise InteropError(f"{path/config_file}: not a JSON file ({e})") from None
-    if not isinstance(cfg, dict) or cfg.get('library_name') != 'gan_callbacks':
-        raise InteropError(f"{path/config_file}: not the config of a gan_callbacks model folder (no library_name 'gan_callbacks')")
-    try: sd = load_file(str(path/model_file), device='cpu')
-    except (SafetensorError, OSError, ValueError) as e: raise InteropError(f"{path/model_file}: cannot read it as safetensors ({e})") from None
-    if cfg.get('architecture') == 'CycleGANModel':
-        nets = cfg.get('networks') or {}
-        if set(nets) != {'g_a', 'g_b'}: raise InteropError(f"{path/config_file}: a CycleGAN folder needs networks g_a and g_b, found {', '.join(nets)}")
-        gs = [_build(nets[k], OrderedDict((n[len(k)+1:], v) for n, v in sd.items() if n.startswith(k + '.')), f"{path/model_file} ({k})")
-              for k in ('g_a', 'g_b')]
-        model = CycleGANModel(*gs)
-    else: model = _build(cfg, sd, str(path/model_file))
-    s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', 'eval'),
-             normalization=cfg.get('normalization', _normalization))
-    return model.to(device).eval(), s
-
 # %% ../nbs/11_interop.ipynb #c2ff591a
 export_formats = ('onnx', 'reference', 'folder')
 
-def _read(model, netG):
+def _generator_of(model, netG):
     "The generator of `model` (a file or folder `read_generator` reads, a network, or a `Learner`) on the CPU and its settings"
     if isinstance(model, Learner): return model.model.cpu().eval(), generator_settings(model)
     if isinstance(model, nn.Module): return model.cpu().eval(), generator_settings(getattr(model, 'g_a', model))
@@ -396,7 +142,7 @@ def _known_scores(model):
 def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None):
     "Write the generator in `model` (any file or folder `load_generator` reads, or a network) to `out`: ONNX, a reference state dict, or a model folder"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
-    G, s = _read(model, netG)
+    G, s = _generator_of(model, netG)
     out = Path(out)
     if format == 'folder':
         write_model_folder(G, out, dict(s, size=size or s['size']), scores=_known_scores(model))

@@ -16,16 +16,15 @@ from torchvision.utils import make_grid
 from .gan import find_trainer, in_fit
 from .inference import generator, run_generator
 from .distributed import rank_distrib, unwrap
+from .show import three_channels
 
 # %% auto #0
 __all__ = ['image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop']
 
 # %% ../nbs/15_loggers.ipynb #bcf8f376
-def _rgb(t): return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
-
 def image_rows(*cols):
     "Batches `cols` of (C, H, W) images in [-1, 1] as one grid, a row per image and a column per batch: a (3, H, W) tensor in [0, 1]"
-    ims = [_rgb(c[i].detach().float().cpu()) for i in range(len(cols[0])) for c in cols]
+    ims = [three_channels(c[i].detach().float().cpu()) for i in range(len(cols[0])) for c in cols]
     return make_grid(torch.stack([(o.clamp(-1, 1) + 1) / 2 for o in ims]), nrow=len(cols), padding=2, pad_value=1.)
 
 @torch.no_grad()

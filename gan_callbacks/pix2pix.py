@@ -16,8 +16,9 @@ from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 from .optim import pix2pix_adam, linear_decay_schedule
 from .progress import SyncFreeProgressCallback
-from .gan import AdversarialTrainer, paper_test_mode, NonFiniteError, norm_stats, gan_learner, \
+from .gan import AdversarialTrainer, paper_test_mode, NonFiniteError, norm_stats, \
     _predicting, to_multiple, from_multiple, check_image_range
+from .learner import gan_learner
 from .distributed import unwrap
 
 _all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `gan` and `progress`, used with pix2pix

@@ -15,10 +15,12 @@ from .inference import to_pil, translate_batch
 from .distributed import rank_distrib
 
 # %% auto #0
-__all__ = ['display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'MappingL1', 'CycleGANGrid']
+__all__ = ['three_channels', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'MappingL1', 'CycleGANGrid']
 
 # %% ../nbs/05b_show.ipynb #aaa838f0
-def _rgb(t): return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
+def three_channels(t):
+    "Image `t` (C, H, W) as 3 channels to show: a gray image repeated, else its first three"
+    return t.expand(3, -1, -1) if t.shape[0] == 1 else t[:3]
 
 _line = 16   # pixels per line of text above a grid
 
@@ -28,7 +30,7 @@ def display_scale(h, size=128):
 
 def image_grid(rows, pad=2, labels=None, title=None, scale=1, border=0):
     "A PIL image of `rows`, lists of (C, H, W) tensors in [-1, 1] of one size side by side, `scale` times larger, under `title` and column `labels`; `pad` around each image, `border` around all"
-    ims = [[to_pil(_rgb(t.float().cpu())) for t in r] for r in rows]
+    ims = [[to_pil(three_channels(t.float().cpu())) for t in r] for r in rows]
     w, h = ims[0][0].width * scale, ims[0][0].height * scale   # enlarged pixel for pixel (nearest): nothing made up
     top = _line * ((title is not None) + (labels is not None))
     grid = Image.new('RGB', ((w + 2*pad) * len(ims[0]) + 2*border, top + (h + 2*pad) * len(ims) + 2*border), 'white')

@@ -1,4 +1,4 @@
-"One process of the 2-process tests in test_distributed.py (`python distrib_worker.py OUT [cyclegan|plain]`): pix2pix, 3 iterations, then rank 1 is killed; or CycleGAN, 3 iterations; or (plain) a `Learner` given only `Pix2pixTrainer`, 3 iterations."
+"One process of the 2-process tests in test_distributed.py (`python distrib_worker.py OUT [cyclegan|cut|plain]`): pix2pix, 3 iterations, then rank 1 is killed; or CycleGAN, or CUT, 3 iterations; or (plain) a `Learner` given only `Pix2pixTrainer`, 3 iterations."
 import os, sys, signal, warnings
 import torch
 import torch.distributed as dist
@@ -6,11 +6,12 @@ from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, 
 from fastai.data.core import TfmdLists, Datasets
 import fastai.callback.progress  # Learner.no_bar
 from fastai.distributed import rank_distrib
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF, init_weights
 from gan_callbacks.data import UnpairedDL
 from gan_callbacks.gan import AdversarialTrainer, find_trainer
 from gan_callbacks.pix2pix import Pix2pixTrainer
 from gan_callbacks.cyclegan import cyclegan_learner
+from gan_callbacks.cut import cut_learner
 from gan_callbacks.checkpoint import GANCheckpoint
 from gan_callbacks.distributed import DistributedGAN, unwrap
 
@@ -55,11 +56,23 @@ def make_cyclegan(path, seed, bs=2, data=None, **kw):
     trainer(learn).make_discriminator = partial(tiny_d, seed)
     return learn
 
+CUT_LAYERS = (0, 4, 8, 12)   # G with one residual block
+
+def make_cut(path, seed, bs=2, data=None, **kw):
+    "Tiny CUT from `cut_learner`, G and D drawn under `seed`; F's MLPs made at the first batch (from each rank's random state)"
+    set_seed(seed)
+    G = init_weights(ResnetGenerator(ngf=4, n_blocks=1, antialias=True, antialias_up=True), 'xavier', 0.5)
+    D = init_weights(PatchDiscriminator(3, ndf=4, n_layers=1, norm='instance', antialias=True), 'xavier', 0.5)
+    return cut_learner(unpaired_dls(data or items(), bs), G, D, PatchSampleF(nc=16, gain=1.), opt_func=partial(SGD, mom=0.9),
+                       cbs=GANCheckpoint(**kw), path=path, trainer_kwargs=dict(nce_layers=CUT_LAYERS, num_patches=64))
+
 trainer = find_trainer   # the GAN trainer of a Learner
 
 def nets(learn):
     "The state of the generator (`G`) and of every discriminator, by name"
-    return {'G': unwrap(learn.model).state_dict(), **{k: D.state_dict() for k, D in trainer(learn).discriminators.items()}}
+    t = trainer(learn)
+    return {'G': unwrap(learn.model).state_dict(), **{k: D.state_dict() for k, D in t.discriminators.items()},
+            **({'F': t.sampler.state_dict()} if hasattr(t, 'sampler') else {})}
 
 class Reduced(Callback):
     "The number of elements this process all-reduces itself in each training batch (DDP reduces G's gradients in its own way)"
@@ -81,7 +94,8 @@ class Dump(Callback):
         if self.epoch: return
         t = trainer(self.learn)
         pools = {k: getattr(t, k).state_dict() for k in ('pool_a', 'pool_b') if hasattr(t, k)}
-        torch.save(dict(nets=nets(self.learn), opt=self.opt.state_dict(), d_opt=t.d_opt.state_dict(), pools=pools,
+        f_opt = t.f_opt.state_dict() if getattr(t, 'f_opt', None) is not None else None
+        torch.save(dict(nets=nets(self.learn), opt=self.opt.state_dict(), d_opt=t.d_opt.state_dict(), f_opt=f_opt, pools=pools,
                         reduced=self.learn.reduced.counts),
                    os.path.join(self.out, f'state{rank_distrib()}.pt'))
 
@@ -95,7 +109,8 @@ if __name__ == '__main__':
     cycle = mode == 'cyclegan'
     path = os.path.join(out, f'rank{rank}')
     # different initial weights on each rank: rank 0's must win
-    learn = make_cyclegan(path, seed=rank) if cycle else make_learner(path, seed=rank, dgan=mode != 'plain')
+    learn = (make_cyclegan(path, seed=rank) if cycle else make_cut(path, seed=rank) if mode == 'cut'
+             else make_learner(path, seed=rank, dgan=mode != 'plain'))
     learn.add_cbs([Reduced(), Dump(out)] + ([Die()] if rank == 1 and mode == 'pix2pix' else []))
     with warnings.catch_warnings(), learn.no_bar(), learn.no_logging(), learn.distrib_ctx():
         warnings.simplefilter('ignore')

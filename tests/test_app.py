@@ -1,11 +1,11 @@
 "The web app in a real browser: headless Chromium drops an image on the page and gets the command line's translation."
-import os, signal, socket, subprocess, sys, threading, queue
+import os, socket, subprocess, sys, threading, queue
 from pathlib import Path
 import numpy as np
 import pytest, torch
 from PIL import Image
 from gan_callbacks.models import UnetGenerator
-from gan_callbacks.interop import write_model_folder
+from gan_callbacks.model_folder import write_model_folder
 from gan_callbacks.cli import main
 
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
@@ -22,7 +22,7 @@ def served(tmp_path):
     folder = write_model_folder(UnetGenerator(num_downs=5, ngf=4), tmp_path/'my-model', dict(size=32, test_mode='paper'), sample=False)
     port = free_port()
     env = dict(os.environ, GRADIO_ANALYTICS_ENABLED='False', PYTHONUNBUFFERED='1')
-    def default_signals(): signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    from interrupting import default_signals
     p = subprocess.Popen([sys.executable, '-m', 'gan_callbacks', 'app', '--model', str(folder), '--port', str(port), '--max-pixels', '10000'],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=default_signals, cwd=tmp_path)
     lines = queue.Queue()

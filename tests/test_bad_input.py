@@ -4,7 +4,8 @@ from fastai.basics import Learner, DataLoaders, L1LossFlat, set_seed
 import fastai.callback.progress  # Learner.no_bar
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
-from gan_callbacks.checkpoint import GANCheckpoint, CheckpointError, load_checkpoint
+from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint
+from gan_callbacks.safety import CheckpointError
 
 
 def tiny_learner(path, ngf=8, cbs=None, **kw):

@@ -1,21 +1,17 @@
 "GANCheckpoint: exact resume, safe writes, non-finite stops, and clear errors."
-import os, random, warnings
+import os, warnings
 from pathlib import Path
 from copy import deepcopy
 import pytest, torch
-from fastai.basics import Learner, DataLoaders, Callback, Transform, L1LossFlat, set_seed, L
+from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, L
 from fastai.optimizer import Adam
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.fit_one_cycle
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, NonFiniteError, pix2pix_adam
-from gan_callbacks.checkpoint import GANCheckpoint, CheckpointError, load_checkpoint, find_checkpoint, atomic_save
+from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint, find_checkpoint
+from gan_callbacks.safety import CheckpointError, atomic_save
 
-
-class RandFlip(Transform):
-    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
-    order = 90
-    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
 
 def make_dls(n=16, bs=4, size=32, cin=3):
     g = torch.Generator().manual_seed(0)
@@ -36,7 +32,7 @@ def run(learn, n=4, one_cycle=False, **kw):
         if one_cycle: learn.fit_one_cycle(n, 2e-3, **kw)
         else: learn.fit(n, 1e-3, **kw)
 
-from interrupting import Interrupt
+from interrupting import Interrupt, RandFlip, default_signals, wait_for
 
 class InjectNaN(Callback):
     "NaN in the input (or target) of the training iterations `its` (counted with `learn.train_iter`)"
@@ -308,7 +304,7 @@ def test_truncated_and_foreign_files(tmp_path):
 SAVE_LOOP = r'''
 import signal, sys, torch
 from pathlib import Path
-from gan_callbacks.checkpoint import atomic_save, stop_on_sigterm
+from gan_callbacks.safety import atomic_save, stop_on_sigterm
 obj = {f't{i}': torch.rand(1 << 20) for i in range(24)}   # ~100 MB: a save takes a while
 fn = Path(sys.argv[1])
 try:
@@ -318,20 +314,6 @@ try:
 except KeyboardInterrupt as e: print(type(e).__name__, flush=True); sys.exit(130 if type(e) is KeyboardInterrupt else 143)
 except BaseException as e: print(type(e).__name__, e, flush=True); sys.exit(1)
 '''
-
-def default_signals():
-    "In the child: SIGINT and SIGTERM as a shell's foreground job gets them, whatever the test runner's were"
-    import signal
-    signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-def wait_for(cond, p, timeout=600):
-    "Poll `cond` until true, or fail if process `p` ended or `timeout` seconds passed"
-    import time
-    t0 = time.monotonic()
-    while not cond():
-        assert p.poll() is None, f"the child ended early: {p.communicate()}"
-        assert time.monotonic() - t0 < timeout, 'timed out'
-        time.sleep(0.01)
 
 @pytest.mark.parametrize('sig,code,name', [('SIGINT', 130, 'KeyboardInterrupt'), ('SIGTERM', 143, 'Terminated')])
 def test_a_signal_while_the_temporary_file_is_written(tmp_path, sig, code, name):
@@ -367,11 +349,11 @@ def test_checkpoints_follow_the_umask(tmp_path):
 def test_full_disk_names_the_file_the_space_and_the_last_good_checkpoint(tmp_path, monkeypatch):
     import shutil
     from collections import namedtuple
-    from gan_callbacks import checkpoint
-    from gan_callbacks.checkpoint import CheckpointWriteError
+    from gan_callbacks import safety
+    from gan_callbacks.safety import CheckpointWriteError
     run(make_learner(tmp_path, cbs=GANCheckpoint()), n=1)
     models, usage = tmp_path/'models', namedtuple('usage', 'total used free')
-    monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda d: usage(10**6, 10**6 - 5000, 5000))   # 5000 bytes left
+    monkeypatch.setattr(safety.shutil, 'disk_usage', lambda d: usage(10**6, 10**6 - 5000, 5000))   # 5000 bytes left
     learn = make_learner(tmp_path, cbs=GANCheckpoint(resume=True))
     with pytest.raises(CheckpointWriteError) as e: run(learn, n=3)
     msg = str(e.value).splitlines()[-1].strip()   # below fastai's line naming the callback
@@ -381,7 +363,7 @@ def test_full_disk_names_the_file_the_space_and_the_last_good_checkpoint(tmp_pat
     assert sorted(p.name for p in models.iterdir()) == ['gan_epoch0.pth']   # no interrupted state tried, no temporary left
     # the disk fills up while torch writes (its own writer reports no errno): the same line
     free = iter([10**9, 5000])
-    monkeypatch.setattr(checkpoint.shutil, 'disk_usage', lambda d: usage(10**9, 0, next(free)))
+    monkeypatch.setattr(safety.shutil, 'disk_usage', lambda d: usage(10**9, 0, next(free)))
     def fill(obj, f): Path(f).write_bytes(b'PK' * 1000); raise RuntimeError('[enforce fail at inline_container.cc:672] . unexpected pos 704 vs 598')
     monkeypatch.setattr(torch, 'save', fill)
     with pytest.raises(CheckpointWriteError, match=r'gan_epoch9.pth: No space left on device \(it needs about 0.0 MB, 0.0 MB free\)$'):

@@ -142,7 +142,8 @@ def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
 
 
 def test_speed_options_reach_the_trainer(tiny, tmp_path):
-    from gan_callbacks.cli import _parser, train
+    from gan_callbacks.cli import _parser
+    from gan_callbacks.runs import train
     args = vars(_parser().parse_args(['train', '--sample', '--channels-last', '--compile']))
     assert args['channels_last'] is True and args['compile'] is True
     learn = train(data=tiny, out=tmp_path, epochs=1, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1,
@@ -218,7 +219,7 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
             '--load-size', '36', '--crop-size', '32', '--ngf', '8', '--n-samples', '1']
     exe = Path(sys.executable).parent/'gan_callbacks'
     with open(log, 'w') as f:
-        def default_signals(): signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        from interrupting import default_signals
         p = subprocess.Popen([str(exe), *argv], stdout=f, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         try:
             t0 = time.time()   # the first epoch done (its grid is written last)

@@ -1,9 +1,10 @@
 "The `gan_callbacks` command under hostile but realistic use: outputs over inputs, pickles, two runs on one folder, signals at any moment, unreadable and unwritable files."
-import json, os, pickle, shlex, signal, socket, subprocess, sys, time
+import json, os, pickle, shlex, signal, socket, subprocess, sys
 from pathlib import Path
 import pytest, torch
 from gan_callbacks.cli import main
 from gan_callbacks.samples import sample_pairs
+from interrupting import default_signals, wait_for
 
 EXE = str(Path(sys.executable).parent/'gan_callbacks')
 
@@ -148,7 +149,7 @@ def test_unwritable_places_are_one_line(trained, tiny, tmp_path, capsys):
 
 def test_oserror_and_checkpoint_error_reaching_main(tiny, tmp_path, capsys, monkeypatch):
     from gan_callbacks import cli
-    from gan_callbacks.checkpoint import CheckpointError
+    from gan_callbacks.safety import CheckpointError
     def boom(**kwargs): raise PermissionError(13, 'Permission denied', str(tmp_path/'x.png'))
     monkeypatch.setattr(cli, 'translate', boom)
     assert run(['translate', '--model', 'm', '--input', 'i', '--output', 'o']) == 2
@@ -160,18 +161,6 @@ def test_oserror_and_checkpoint_error_reaching_main(tiny, tmp_path, capsys, monk
 
 
 # --- signals: SIGINT and SIGTERM at several moments
-
-def default_signals():
-    "In the child: SIGINT and SIGTERM as a shell's foreground job gets them, whatever the test runner's were"
-    signal.signal(signal.SIGINT, signal.SIG_DFL); signal.signal(signal.SIGTERM, signal.SIG_DFL)
-
-def wait_for(cond, p, timeout=900):
-    "Poll `cond` until true, or fail if process `p` ended or `timeout` seconds passed"
-    t0 = time.monotonic()
-    while not cond():
-        assert p.poll() is None, f"the child ended early: {p.communicate()}"
-        assert time.monotonic() - t0 < timeout, 'timed out'
-        time.sleep(0.005)
 
 @pytest.fixture(scope='module')
 def sigdata(tmp_path_factory):

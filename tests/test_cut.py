@@ -1,11 +1,11 @@
 "CUT's networks against the reference's layout, CUTTrainer against a plain PyTorch CUT loop, exact resume, bf16, export and bad input."
-import random, warnings, pickle
+import warnings, pickle
 from copy import deepcopy
 import numpy as np
 import pytest, torch
 import torch.nn.functional as F
 from torch import nn
-from fastai.basics import Learner, DataLoaders, Callback, Transform, set_seed
+from fastai.basics import Learner, DataLoaders, Callback, set_seed
 from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
@@ -15,6 +15,7 @@ from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.cut import CUTTrainer, cut_learner, cut_modes
 from gan_callbacks.checkpoint import GANCheckpoint
+from interrupting import Unpaired, unpaired_resume_dls
 
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
@@ -100,11 +101,6 @@ def test_features_are_the_sequentials_outputs():
 
 
 # --- parity with a plain PyTorch CUT loop (DESIGN §11)
-
-class Unpaired(list):
-    "(real_A, real_B) items: two model inputs, no target"
-    n_inp = 2
-    def new_empty(self): return type(self)()
 
 def batches(n=3, bs=2, size=16, seed=0):
     g = torch.Generator().manual_seed(seed)
@@ -328,17 +324,9 @@ def test_bad_batches_and_a_foreign_loss_are_clear_errors():
 
 # --- exact resume
 
-class RandFlip(Transform):
-    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
-    order = 90
-    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
-
 def resume_learner(path, seed=0, cbs=None):
     set_seed(seed)
-    g = torch.Generator().manual_seed(0)
-    A, B = torch.rand(8, 3, 16, 16, generator=g)*2-1, torch.rand(8, 3, 16, 16, generator=g)*2-1
-    items = Unpaired(zip(A, B))
-    dls = DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=2, after_batch=RandFlip(), device='cpu')   # shuffled
+    dls = unpaired_resume_dls()
     G, D, _ = nets(seed)   # F made at the first batch: its MLPs come from the random state
     # flips and patch draws from numpy's generator: the resumed fit must draw the same
     return cut_learner(dls, G, D, mode='fastcut', cbs=cbs, path=path, trainer_kwargs=dict(nce_layers=LAYERS, num_patches=32))

@@ -3,7 +3,7 @@ import itertools, random, warnings, pickle
 from copy import deepcopy
 import pytest, torch
 import torch.nn.functional as F
-from fastai.basics import Learner, DataLoaders, Callback, Transform, set_seed, L
+from fastai.basics import Learner, DataLoaders, Callback, set_seed, L
 from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
@@ -12,12 +12,8 @@ from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
+from interrupting import Unpaired, unpaired_resume_dls
 
-
-class Unpaired(list):
-    "(real_A, real_B) items: two model inputs, no target"
-    n_inp = 2
-    def new_empty(self): return type(self)()
 
 def batches(n=3, bs=2, size=16, seed=0, ch=(3, 3)):
     g = torch.Generator().manual_seed(seed)
@@ -203,17 +199,9 @@ def test_paired_batches_and_a_foreign_loss_are_clear_errors():
 
 # --- exact resume with full pools
 
-class RandFlip(Transform):
-    "Random flips (python's `random`) and noise (torch): augmentation the random states must reproduce"
-    order = 90
-    def encodes(self, x: torch.Tensor): return (x.flip(-1) if random.random() < 0.5 else x) + 0.01 * torch.randn_like(x)
-
 def resume_learner(path, seed=0, cbs=None):
     set_seed(seed)
-    g = torch.Generator().manual_seed(0)
-    A, B = torch.rand(8, 3, 16, 16, generator=g)*2-1, torch.rand(8, 3, 16, 16, generator=g)*2-1
-    items = Unpaired(zip(A, B))
-    dls = DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=2, after_batch=RandFlip(), device='cpu')   # shuffled
+    dls = unpaired_resume_dls()
     GA, GB, DA, DB = nets(seed)
     return cyclegan_learner(dls, GA, GB, DA, DB, pool_size=3, cbs=cbs, path=path)
 

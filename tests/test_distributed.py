@@ -7,7 +7,7 @@ from fastai.callback.core import Callback
 from gan_callbacks.distributed import launch
 from gan_callbacks.checkpoint import load_checkpoint
 sys.path.insert(0, str(Path(__file__).parent))
-from distrib_worker import make_learner, make_cyclegan, items, nets, trainer, tiny_d, LR
+from distrib_worker import make_learner, make_cyclegan, make_cut, items, nets, trainer, tiny_d, LR
 
 WORKER = str(Path(__file__).parent/'distrib_worker.py')
 
@@ -122,12 +122,16 @@ def test_a_trainer_adds_distributed_gan_once(tmp_path):
     fit(learn, 1)
     assert count(learn) == 1
 
+def launched(tmp_path_factory, kind):
+    "The folder of one 2-process launch of the worker's `kind` fit"
+    out = tmp_path_factory.mktemp(kind)
+    launch([sys.executable, WORKER, str(out), kind], nproc=2)
+    return out
+
 @pytest.fixture(scope='module')
 def plain_run(tmp_path_factory):
     "One 2-process launch of `Learner(dls, G, cbs=[Pix2pixTrainer(D), ...])` under fastai's `learn.distrib_ctx()`: 3 iterations"
-    out = tmp_path_factory.mktemp('plain')
-    launch([sys.executable, WORKER, str(out), 'plain'], nproc=2)
-    return out
+    return launched(tmp_path_factory, 'plain')
 
 def test_a_trainer_brings_what_distrib_ctx_needs(plain_run, one_process):
     "No `DistributedGAN` given: the trainer adds it; ranks identical, D's gradients averaged, equal to one process on the global batch"
@@ -144,9 +148,7 @@ def test_a_trainer_brings_what_distrib_ctx_needs(plain_run, one_process):
 @pytest.fixture(scope='module')
 def cycle_run(tmp_path_factory):
     "One 2-process CycleGAN launch: 3 iterations of batch 2 per process, checkpointed"
-    out = tmp_path_factory.mktemp('cycle')
-    launch([sys.executable, WORKER, str(out), 'cyclegan'], nproc=2)
-    return out
+    return launched(tmp_path_factory, 'cyclegan')
 
 @pytest.fixture(scope='module')
 def cycle_one_process(tmp_path_factory):
@@ -207,3 +209,22 @@ def test_cyclegan_resume_on_one_process(cycle_run, cycle_one_process):
     assert learn.gan_checkpoint.resumed_from == ck
     for k, v in nets(ref).items(): assert rel_err(v, nets(learn)[k]) < 1e-5, k
     assert len(t.pool_a) == 6 + 12 and len(trainer(ref).pool_a) == 12 + 12   # rank 0's half of the history, then its own
+
+# --- CUT: `cut_learner`, G and D given, the sampler F's MLPs made at the first batch on each rank
+
+@pytest.fixture(scope='module')
+def cut_run(tmp_path_factory):
+    "One 2-process CUT launch: 3 iterations of batch 2 per process"
+    out = tmp_path_factory.mktemp('cut')
+    launch([sys.executable, WORKER, str(out), 'cut'], nproc=2)
+    return out
+
+def test_cut_ranks_identical_with_the_sampler_shared(cut_run):
+    "G, D, F and their three optimizers bitwise the same on both ranks; D's and F's gradients all-reduced by the library"
+    s0, s1 = (torch.load(cut_run/f'state{r}.pt', weights_only=False) for r in (0, 1))
+    for k in ('nets', 'opt', 'd_opt', 'f_opt'): assert same(s0[k], s1[k]), k
+    assert s0['nets'].keys() == {'G', 'discriminator', 'F'} and s0['f_opt'] is not None
+    n_grads = sum(v.numel() for k in ('discriminator', 'F') for n, v in s0['nets'][k].items() if not n.endswith('filt'))
+    assert s0['reduced'] == [n_grads + 2] * 3   # D's and F's gradients and two flags: G's are DDP's alone
+    own = make_cut(cut_run/'x', seed=1)   # rank 1's own G and D: rank 0's won
+    assert rel_err(own.model.state_dict(), s1['nets']['G']) > 0.1

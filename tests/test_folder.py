@@ -7,8 +7,10 @@ from PIL import Image
 from gan_callbacks.cli import main
 from gan_callbacks.samples import sample_pairs, sample_unpaired
 from gan_callbacks.models import UnetGenerator, ResnetGenerator
-from gan_callbacks.interop import (export_generator, load_generator, read_generator, write_model_folder, run_generator,
-                                   InteropError)
+from gan_callbacks.interop import export_generator, load_generator, read_generator
+from gan_callbacks.model_folder import write_model_folder
+from gan_callbacks.inference import run_generator
+from gan_callbacks.state_dicts import InteropError
 
 
 def run(argv):

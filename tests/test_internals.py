@@ -5,6 +5,7 @@ from torch import nn
 from fastai.basics import Learner, DataLoaders, Callback, MSELossFlat, CancelEpochException, TfmdDL, Transform
 from fastai.callback.progress import CSVLogger, ProgressCallback
 from fastai.optimizer import Adam
+from fastcore.basics import store_attr
 import fastai.callback.schedule   # Learner.lr_find
 from gan_callbacks import internals as I
 
@@ -65,6 +66,43 @@ def test_wrap_epoch_events_sees_crashes_not_cancels():
     I.unwrap_epoch_events(learn)
     assert '_with_events' not in learn.__dict__
 
+class Looks(Callback):
+    "Notes each event name looked up on it: what `Callback.__call__` does for every event, handled or not"
+    order = 5
+    def __init__(self, seen): self.seen = seen
+    def __getattribute__(self, k):
+        if k in _events: object.__getattribute__(self, 'seen').append(k)
+        return object.__getattribute__(self, k)
+    def before_batch(self): pass
+    def after_loss(self): pass
+
+from fastai.callback.core import event
+_events = {e for e in dir(event) if not e.startswith('_')}
+
+def test_handlers_only_sends_what_fastai_sends():
+    "fastai looks every event up on every callback in `order` (`noop` when it lacks it); `after_fit` reaches all: it resets `run`"
+    stock, fast = [], []
+    learn = tiny_learner(cbs=Looks(stock))
+    stock.clear(); learn.fit(1)
+    learn = tiny_learner(cbs=Looks(fast))
+    I.handlers_only(learn)
+    fast.clear(); learn.fit(1)
+    assert {'before_epoch', 'after_pred', 'after_step'} <= set(stock), "fastai sends a callback the events it lacks"
+    assert fast == [k for k in stock if k in ('before_batch', 'after_loss', 'after_fit')]
+    cb = learn.cbs.filter(lambda c: isinstance(c, Looks))[0]
+    cb.run = False; learn('after_fit'); assert cb.run
+    I.all_handlers(learn)
+    assert '_call_one' not in learn.__dict__
+    order = []
+    class A(Callback):
+        order = 1
+        def before_fit(self): order.append('A')
+    class B(Callback):
+        order = 0
+        def before_fit(self): order.append('B')
+    learn = tiny_learner(cbs=[A(), B()]); I.handlers_only(learn); learn.fit(1)
+    assert order == ['B', 'A']   # sorted by `order`, as fastai's `_call_one` does
+
 class Seen(Callback):
     def before_fit(self): self.learn.seen = I.in_fit(self.learn)
 
@@ -105,6 +143,22 @@ def test_replaced_logger_chain(tmp_path):
     assert learn.peek is not None and len(mine) == 1   # the row went through `old_logger`, which after_fit put back
     assert learn.logger == mine.append
     assert I.replaced_logger(nn.Linear(1, 1)) is None
+
+def test_logger_chain_put_back_after_a_crash(tmp_path):
+    mine = []
+    learn = tiny_learner(cbs=[CSVLogger(fname='h.csv'), Boom(RuntimeError('x'))])
+    learn.path = tmp_path
+    learn.logger = mine.append
+    chain = I.logger_chain(learn)
+    with learn.no_bar(), pytest.raises(RuntimeError): learn.fit(1)
+    learn.csv_logger.file.close()
+    # fastai: `CSVLogger` replaced `learn.logger`, kept the old one in its `old_logger`, and the crashed fit put nothing back
+    assert learn.logger != mine.append and learn.csv_logger.__dict__['old_logger'] == mine.append
+    I.restore_logger_chain(learn, chain)
+    assert learn.logger == mine.append and 'old_logger' not in learn.csv_logger.__dict__
+    learn.remove_cb(learn.boom)
+    with learn.no_bar(): learn.fit(1)   # the chain set up afresh, the epoch's row through it, and put back by `after_fit`
+    assert learn.logger == mine.append and len(mine) == 1
 
 def test_valid_metrics_and_smoothed_loss():
     from fastai.metrics import mae
@@ -185,9 +239,34 @@ def test_wrap_loaders_with():
     assert dt._wrap_dl('dl') == ('wrapped', 'dl')
     assert DistributedTrainer._wrap_dl is not dt._wrap_dl   # the class is left alone
 
+def test_distributed_dl_broadcasts_through_broadcast():
+    from fastai.data.load import DataLoader
+    seen = []
+    class Recorded(I.BroadcastingDistributedDL):
+        def broadcast(self, t, rank): seen.append((list(t), rank)); return list(t)[::-1]
+    dl = Recorded(DataLoader(list(range(6)), bs=2), rank=0, world_size=1)   # no process group: only the broadcast is looked at
+    assert dl.get_idxs() == [5, 4, 3, 2, 1, 0]   # fastai: `get_idxs` shares rank 0's indices through `_broadcast`, and uses what it returns
+    assert seen == [([0, 1, 2, 3, 4, 5], 0)]
+
 def test_reset_accelerator_state():
     from accelerate.state import AcceleratorState, PartialState
     PartialState(cpu=True)
     assert PartialState._shared_state
     I.reset_accelerator_state()
     assert not PartialState._shared_state and not AcceleratorState._shared_state
+
+
+# --- fastai's WandbCallback
+
+class _Scaled(Callback):
+    def __init__(self, k=2): store_attr()
+
+def test_mend_wandb_config():
+    pytest.importorskip('wandb')
+    from pathlib import Path
+    from fastai.callback.wandb import _format_config
+    learn = tiny_learner(cbs=_Scaled(k=3))
+    I.mend_wandb_config()
+    cfg = _format_config({**learn.gather_args(), 'path': Path('data'), 'device': 'cpu'})   # what `WandbCallback.before_fit` logs
+    assert cfg['path'] == Path('data') and cfg['device'] == 'cpu' and cfg['batch size'] == 4 and cfg['n_inp'] == 1
+    assert cfg['_Scaled'] == {'k': 3}   # a callback's arguments, as fastai records them

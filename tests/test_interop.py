@@ -4,8 +4,8 @@ import numpy as np
 import pytest, torch
 from PIL import Image
 from gan_callbacks.models import UnetGenerator, ResnetGenerator, PatchDiscriminator
-from gan_callbacks.interop import (load_generator, read_generator, export_reference, export_onnx, check_onnx, reference_options,
-                                   InteropError)
+from gan_callbacks.interop import load_generator, read_generator, export_reference, export_onnx, check_onnx, reference_options
+from gan_callbacks.state_dicts import InteropError
 from gan_callbacks.checkpoint import _FORMAT
 from gan_callbacks.cli import main
 from gan_callbacks.inference import from_pil, to_pil
