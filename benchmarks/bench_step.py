@@ -28,7 +28,7 @@ from PIL import Image
 
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import pix2pix_learner, Pix2pixTrainer
-from gan_callbacks.data import make_pair
+from gan_callbacks.samples import make_pair
 
 logging.getLogger('torch.utils.cpp_extension').setLevel(logging.ERROR)  # "no CUDA runtime" when compiling on the CPU
 

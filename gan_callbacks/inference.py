@@ -12,7 +12,7 @@ from torch import nn
 import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner
-from .data import image_modes, is_deep, read_image, write_image
+from .images import image_modes, is_deep, read_image, write_image
 from .internals import ConvBase
 from .gan import paper_test_mode, find_trainer
 

@@ -15,7 +15,8 @@ from fastcore.foundation import L
 from fastai.metrics import Metric
 from fastai.learner import Learner
 from fastai.torch_core import default_device
-from .data import pix2pix_datablock, get_pairs, gan_callbacks_home
+from .data import pix2pix_datablock, get_pairs
+from .samples import gan_callbacks_home
 from .interop import read_generator
 from .inference import generator_settings, run_generator, test_modes, eval_mode, image_exts
 from .show import image_grid

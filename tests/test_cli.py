@@ -8,7 +8,7 @@ from fastai.learner import load_learner
 from gan_callbacks.cli import main
 from gan_callbacks.show import image_grid
 from gan_callbacks.inference import translate_image
-from gan_callbacks.data import sample_pairs, sample_unpaired
+from gan_callbacks.samples import sample_pairs, sample_unpaired
 
 
 @pytest.fixture(scope='module')

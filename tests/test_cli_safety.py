@@ -3,7 +3,7 @@ import json, os, pickle, shlex, signal, socket, subprocess, sys
 from pathlib import Path
 import pytest, torch
 from gan_callbacks.cli import main
-from gan_callbacks.data import sample_pairs
+from gan_callbacks.samples import sample_pairs
 from interrupting import default_signals, wait_for
 
 EXE = str(Path(sys.executable).parent/'gan_callbacks')

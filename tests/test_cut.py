@@ -365,7 +365,7 @@ CUT_TINY = ['--epochs', 1, '--epochs-decay', 1, '--bs', 2, '--load-size', 36, '-
 
 @pytest.mark.parametrize('model', ['cut', 'fastcut'])
 def test_cli_trains_cut_and_its_generator_translates(model, tmp_path):
-    from gan_callbacks.data import sample_unpaired
+    from gan_callbacks.samples import sample_unpaired
     from gan_callbacks.interop import load_generator
     from PIL import Image
     data = sample_unpaired(tmp_path/'unpaired', n_train=4, n_test=2, size=32)

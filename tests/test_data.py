@@ -15,8 +15,9 @@ from fastai.callback.core import Callback
 from fastai.torch_core import TensorImage, set_seed
 from fastai.vision.core import PILImage
 
+from gan_callbacks.images import *
+from gan_callbacks.samples import *
 from gan_callbacks.data import *
-from gan_callbacks.data import sample_photo, UnpairedDL
 
 BICUBIC = Image.Resampling.BICUBIC
 
@@ -246,10 +247,12 @@ def test_one_decode_per_item(tmp_path, monkeypatch):
     "An aligned A|B file is opened once per item, for both of its halves (and once per image of an unpaired item)"
     root = make_aligned(tmp_path, n_train=4)
     dls = Pix2pixDataLoaders.from_folder(root, load_size=14, crop_size=12, bs=2)
-    opened, open_ = [], Image.open
+    import gan_callbacks.data as data
+    opened, open_, decode = [], Image.open, data.decode_file
     monkeypatch.setattr(Image, 'open', lambda fn, *a, **k: opened.append(fn) or open_(fn, *a, **k))
+    monkeypatch.setattr(data, 'decode_file', lambda fn, *a, **k: opened.append(fn) or decode(fn, *a, **k))
     for _ in dls.train: pass
-    assert len(opened) == 4 and len(set(map(str, opened))) == 4
+    assert len(opened) == 4 and len(set(map(str, opened))) == 4   # decoded by torchvision (RGB PNGs): Pillow opens nothing
 
 def test_jpeg_decoded_at_reduced_scale(tmp_path, monkeypatch):
     """A JPEG at least twice the load size is decoded smaller (Pillow's `draft`), never below the load size, and the
@@ -259,8 +262,9 @@ def test_jpeg_decoded_at_reduced_scale(tmp_path, monkeypatch):
         (tmp_path/split).mkdir()
         Image.fromarray(np.concatenate([photo, photo[:, ::-1]], 1)).save(tmp_path/split/'0.jpg', quality=95)
     import gan_callbacks.data as data
-    sizes, load = [], data._load
-    monkeypatch.setattr(data, '_load', lambda fn, size=None: sizes.append((s := load(fn, size)).size) or s)
+    def wh(im): return im.size if isinstance(im, Image.Image) else (im.shape[-1], im.shape[-2])   # PIL image or (C, H, W) tensor
+    sizes, decode = [], data.decode_file
+    monkeypatch.setattr(data, 'decode_file', lambda fn, size=None: sizes.append(wh(s := decode(fn, size))) or s)
     dls = Pix2pixDataLoaders.from_folder(tmp_path, load_size=72, crop_size=64)
     x, y = (to_uint8(t)[0].astype(int) for t in dls.valid.one_batch())
     assert set(sizes) == {(256, 128)}               # 512 x 256 at 1/2: halves of 128 >= 72; 1/4 would be 64 < 72
@@ -626,3 +630,25 @@ def test_unpaired_epoch_is_the_larger_domain(tmp_path):
     assert len(a_seen) == 7 and sorted(set(a_seen)) == ['trainA_0.png', 'trainA_1.png']
     assert sorted(a_seen.count(k) for k in set(a_seen)) == [3, 4]   # A visited max(|A|, |B|) // |A| or one more times
     assert len(UnpairedDataLoaders.from_folder(root, load_size=8, crop_size=8, bs=3).train) == 2   # drop_last over 7 items
+
+# ---------------------------------------------------------------- decoding to tensors
+
+@pytest.mark.parametrize('name,mode,kw,fast', [
+    ('rgb.png', 'RGB', {}, True), ('gray.png', 'L', {}, True), ('rgba.png', 'RGBA', {}, True),
+    ('rgb.jpg', 'RGB', dict(quality=90), True), ('gray.jpg', 'L', {}, True), ('prog.jpg', 'RGB', dict(progressive=True), True),
+    ('sub.jpg', 'RGB', dict(subsampling=0, quality=75), True),
+    ('pal.png', 'P', {}, False), ('la.png', 'LA', {}, False), ('one.png', '1', {}, False), ('cmyk.jpg', 'CMYK', {}, False),
+    ('rgb.bmp', 'RGB', {}, False)])
+def test_decode_file_gives_pillows_pixels(tmp_path, name, mode, kw, fast):
+    """`decode_file` decodes 8-bit gray/RGB/RGBA JPEGs and PNGs to tensors (torchvision) and leaves every other file to
+    Pillow; either way `in_mode` gives exactly Pillow's pixels in every mode the loaders ask for"""
+    fn = tmp_path/name
+    smooth(24, 40).convert(mode).save(fn, **kw)
+    x = decode_file(fn)
+    assert isinstance(x, torch.Tensor) == fast
+    pil = Image.open(fn)
+    for m in ('L', 'RGB', 'RGBA'):
+        y = in_mode(x, m)
+        a = y.permute(1, 2, 0).squeeze(-1).numpy() if isinstance(y, torch.Tensor) else np.asarray(y)
+        assert np.array_equal(a, np.asarray(pil.convert(m))), m
+        assert isinstance(y, torch.Tensor) == (fast and m != 'RGBA' and {1: 'L', 3: 'RGB', 4: 'RGBA'}[x.shape[0]] == m)

@@ -4,7 +4,8 @@ import numpy as np
 import pytest, torch
 from PIL import Image
 from gan_callbacks.cli import main
-from gan_callbacks.data import read_image, write_image, deep_dataloaders
+from gan_callbacks.images import read_image, write_image
+from gan_callbacks.data import deep_dataloaders
 
 
 def run(argv):

@@ -37,7 +37,8 @@ def test_failed_fit_leaves_the_loggers_as_they_were(tmp_path, exc):
 
 from PIL import Image
 from fastai.vision.all import PILImage, DataBlock, ImageBlock, IntToFloatTensor, Normalize, get_image_files, RandomSplitter
-from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired
+from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
+from gan_callbacks.samples import sample_pairs, sample_unpaired
 from gan_callbacks.models import ResnetGenerator
 from gan_callbacks.cyclegan import cyclegan_learner
 

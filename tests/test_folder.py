@@ -5,7 +5,7 @@ import numpy as np
 import pytest, torch
 from PIL import Image
 from gan_callbacks.cli import main
-from gan_callbacks.data import sample_pairs, sample_unpaired
+from gan_callbacks.samples import sample_pairs, sample_unpaired
 from gan_callbacks.models import UnetGenerator, ResnetGenerator
 from gan_callbacks.interop import export_generator, load_generator, read_generator
 from gan_callbacks.model_folder import write_model_folder

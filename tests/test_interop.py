@@ -226,7 +226,8 @@ def test_onnx_export_at_a_size_the_unet_cannot_take(tmp_path, capsys):
 # --- other sources and bad files ---------------------------------------------------------------------------------------
 
 def test_fastai_export_loads_with_its_settings(tmp_path):
-    from gan_callbacks.data import Pix2pixDataLoaders, sample_pairs
+    from gan_callbacks.data import Pix2pixDataLoaders
+    from gan_callbacks.samples import sample_pairs
     from gan_callbacks.pix2pix import pix2pix_learner
     data = sample_pairs(tmp_path/'s', n_train=2, n_valid=1, size=32)
     dls = Pix2pixDataLoaders.from_folder(data, load_size=36, crop_size=32, bs=2, num_downs=5)

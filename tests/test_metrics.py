@@ -15,7 +15,7 @@ from gan_callbacks.metrics import (psnr, ssim, psnr_per_image, ssim_per_image, f
 from gan_callbacks.interop import load_generator, export_reference
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, paper_test_mode
-from gan_callbacks.data import sample_pairs
+from gan_callbacks.samples import sample_pairs
 from gan_callbacks.cli import main
 from gan_callbacks.show import plot_training
 from test_pix2pix import HostReads, batches, make_dls, nets
