@@ -234,3 +234,22 @@ def test_summary_shows_both_players_and_lr_find_prints_no_table(pairs):
     out = io.StringIO()
     with contextlib.redirect_stdout(out): learn.lr_find(num_it=12, show_plot=False)
     assert 'epoch' not in out.getvalue() and 'train_loss' not in out.getvalue()
+
+def test_cut_predict_get_preds_and_show_results(unpaired):
+    "CUT's G translates A: `get_preds` gives G(A) in eval mode, `predict` a file, `show_results` its rows"
+    from gan_callbacks.cut import cut_learner
+    dls = UnpairedDataLoaders.from_folder(unpaired, load_size=32, crop_size=32, bs=2, valid='test', device='cpu')
+    torch.manual_seed(0)
+    G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    learn = cut_learner(dls, G, PatchDiscriminator(3, ndf=4, n_layers=1, norm='instance', antialias=True),
+                        trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=16))
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    a, _ = learn.dls.valid.new(shuffle=False, bs=2).one_batch()
+    preds = learn.get_preds()[0]
+    assert preds.shape == (2, 3, 32, 32)
+    with torch.no_grad(): torch.testing.assert_close(preds, learn.model.eval()(a).as_subclass(torch.Tensor), atol=1e-6, rtol=0)
+    f = sorted((unpaired/'testA').iterdir())[0]
+    dec, pred, _ = learn.predict(f)
+    assert pred.shape == (3, 32, 32) and -1 <= pred.min() and pred.max() <= 1
+    import matplotlib; matplotlib.use('Agg')
+    with contextlib.redirect_stdout(io.StringIO()): learn.show_results(max_n=2)
