@@ -1,5 +1,5 @@
 "Watching a run: TensorBoard event files and W&B offline runs written by the loggers, keep-best, early stop and the CLI options."
-import contextlib, csv, glob, io, json, os, struct, sys
+import contextlib, csv, glob, io, json, os, struct, sys, time
 import pytest, torch
 from fastai.basics import Learner
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
@@ -42,20 +42,31 @@ def test_loggers_read_the_device_once_per_block(tmp_path):
     r8, r4 = reads(8), reads(4)
     assert r8['library'] == r4['library'] and r8['other'] - r4['other'] == 4   # as without the logger: fastai's smoothed loss only
 
-def _wandb_rows(run_dir):
-    "The rows `wandb.log` wrote to an offline run: the run file is a log of 32 KiB blocks of protobuf records after a 7-byte header"
+def _wandb_records(fn):
+    "The records of an offline run file: a log of 32 KiB blocks of protobuf records after a 7-byte header"
     from wandb.proto import wandb_internal_pb2 as pb
-    data, rows, i, buf = open(glob.glob(f'{run_dir}/run-*.wandb')[0], 'rb').read(), [], 7, b''
+    data, recs, i, buf = open(fn, 'rb').read(), [], 7, b''
     while i + 7 <= len(data):
         if 32768 - i % 32768 < 7: i += 32768 - i % 32768; continue
         _, n, kind = struct.unpack('<IHB', data[i:i+7])
         buf += data[i+7:i+7+n]; i += 7 + n
         if kind in (1, 4):
-            r = pb.Record(); r.ParseFromString(buf); buf = b''
-            if r.WhichOneof('record_type') == 'history':
-                rows.append({('/'.join(it.nested_key) or it.key): json.loads(it.value_json) for it in r.history.item})
+            r = pb.Record()
+            try: r.ParseFromString(buf)
+            except Exception: break   # a record still being written
+            recs.append(r); buf = b''
         if kind == 0: i += 32768 - i % 32768   # zeros to the block's end
-    return rows
+    return recs
+
+def _wandb_rows(run_dir, timeout=120):
+    "The rows `wandb.log` wrote to an offline run, once the run file ends with its `exit` record (W&B's service may still be writing it)"
+    fn, end = glob.glob(f'{run_dir}/run-*.wandb')[0], time.monotonic() + timeout
+    while True:
+        recs = _wandb_records(fn)
+        if any(r.WhichOneof('record_type') == 'exit' for r in recs) or time.monotonic() > end: break
+        time.sleep(0.1)   # polling the file for the service's last record
+    return [{('/'.join(it.nested_key) or it.key): json.loads(it.value_json) for it in r.history.item}
+            for r in recs if r.WhichOneof('record_type') == 'history']
 
 def test_wandb_offline_run(unpaired, tmp_path, monkeypatch):
     import wandb
