@@ -15,7 +15,7 @@ from fastai.data.transforms import get_image_files
 from .models import UnetGenerator, ResnetGenerator, init_weights
 from .pix2pix import pix2pix_learner, unet_depth
 from .cyclegan import cyclegan_learner
-from .cut import cut_learner
+from .cut import cut_learner, cut_modes
 from .checkpoint import GANCheckpoint, find_checkpoint
 from .safety import Terminated, signals_deferred
 from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
@@ -116,6 +116,7 @@ def run_ended():
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
     name, multiple, why, sample_name, test_mode = None, 1, '', 'sample dataset', 'eval'
+    schedule = (100, 100)   # the reference's epochs at the initial lr and of linear decay, when `train` is given none
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
     def check(self): pass          # checks of the model's own options that `check_numbers` does not make
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
@@ -141,13 +142,14 @@ def _wandb_logger(out, model, n_samples, config):
     wandb.init(project='gan_callbacks', dir=str(out), job_type=model, config=keep)
     return WandbGAN(n_images=n_samples)
 
-def train(data=None, sample=False, out=None, model='pix2pix', epochs=100, epochs_decay=100, bs=1, load_size=286, crop_size=256,
+def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, **options):
     "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
+    epochs, epochs_decay = ifnone(epochs, run.schedule[0]), ifnone(epochs_decay, run.schedule[1])
     if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
     out, rank = _check_train(data, sample, out or f'{model}_out', seed, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
@@ -285,6 +287,7 @@ class CycleGANRun(TrainRun):
 class CUTRun(CycleGANRun):
     "CUT on an unpaired folder: one anti-aliased ResNet G, and G scored against true B images when the folder has them"
     name, mode = 'cut', 'cut'
+    schedule = (cut_modes['cut']['n_epochs'], cut_modes['cut']['n_epochs_decay'])
     def __init__(self, gan_mode='lsgan', n_blocks=9, lambda_gan=1., lambda_nce=None, nce_idt=None, num_patches=256,
                  flip_equivariance=None): store_attr()
     def weights(self): return {'--lambda-gan': self.lambda_gan, '--lambda-nce': ifnone(self.lambda_nce, 1.)}
@@ -313,6 +316,7 @@ class CUTRun(CycleGANRun):
 class FastCUTRun(CUTRun):
     "FastCUT: `CUTRun` with FastCUT's defaults"
     name, mode = 'fastcut', 'fastcut'
+    schedule = (cut_modes['fastcut']['n_epochs'], cut_modes['fastcut']['n_epochs_decay'])
 
 train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun}   # the models of `train`, by `--model` name
 

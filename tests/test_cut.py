@@ -389,3 +389,19 @@ def test_cli_refuses_other_models_options(tmp_path, capsys):
     assert '--lambda-a is an option of --model cyclegan' in capsys.readouterr().err
     assert cli(['train', '--sample', '--model', 'cyclegan', '--lambda-nce', '5', '--out', tmp_path/'o']) != 0
     assert '--lambda-nce is an option of --model cut' in capsys.readouterr().err
+
+@pytest.mark.parametrize('model,schedule', [('pix2pix', (100, 100)), ('cyclegan', (100, 100)), ('cut', (200, 200)), ('fastcut', (150, 50))])
+def test_cli_schedule_defaults_to_the_models_own(model, schedule, tmp_path, monkeypatch):
+    "Without --epochs/--epochs-decay a run gets its reference's schedule (CUT's and FastCUT's from `cut_modes`); given ones win"
+    import gan_callbacks.runs as runs
+    from gan_callbacks.samples import sample_pairs, sample_unpaired
+    class Fitted(Exception): pass
+    seen = []
+    def fit(learn, ckpt, fit, epochs, epochs_decay, **kw): seen.append((epochs, epochs_decay)); raise Fitted()
+    monkeypatch.setattr(runs, '_fit', fit)
+    data = (sample_pairs(tmp_path/'p', n_train=2, n_valid=1, size=32) if model == 'pix2pix'
+            else sample_unpaired(tmp_path/'u', n_train=2, n_test=1, size=32))
+    tiny = ['--bs', 1, '--load-size', 32, '--crop-size', 32, '--ngf', 4, '--n-samples', 1]
+    for extra in ([], ['--epochs-decay', 7]):
+        with pytest.raises(Fitted): cli(['train', '--model', model, '--data', data, '--out', tmp_path/f'o{len(extra)}', *tiny, *extra])
+    assert seen == [schedule, (schedule[0], 7)]
