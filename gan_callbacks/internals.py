@@ -137,6 +137,7 @@ def handlers_only(learn):
     # `GetAttr`, on the Learner too) and calls `noop`; an instance attribute shadows `_call_one`
     if any(callable(getattr(type(learn), e, None)) or e in learn.__dict__ for e in ('before_batch', 'after_batch')):
         return   # the Learner itself answers event names: callbacks would find them through `GetAttr`
+    all_handlers(learn)   # a fit that crashed before its end left its own
     call_one, chosen = learn._call_one, {}
     def send(event_name):
         cbs = learn.cbs.items

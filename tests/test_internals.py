@@ -91,6 +91,9 @@ def test_handlers_only_sends_what_fastai_sends():
     assert fast == [k for k in stock if k in ('before_batch', 'after_loss', 'after_fit')]
     cb = learn.cbs.filter(lambda c: isinstance(c, Looks))[0]
     cb.run = False; learn('after_fit'); assert cb.run
+    I.handlers_only(learn); inner = learn._call_one
+    I.handlers_only(learn)   # again, as after a fit that crashed before its end: replaced, not stacked
+    assert learn._call_one is not inner and learn._call_one.__closure__ and inner not in [c.cell_contents for c in learn._call_one.__closure__]
     I.all_handlers(learn)
     assert '_call_one' not in learn.__dict__
     order = []
