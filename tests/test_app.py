@@ -54,9 +54,9 @@ def test_page_translates_like_the_command_line(served, tmp_path):
             page.goto(url)
             page.get_by_label('256').check()
             page.set_input_files('#upload input[type=file]', str(tmp_path/'photo.png'))
-            page.locator('#upload').get_by_text('photo.png').first.wait_for(timeout=60_000)
+            page.locator('#upload').get_by_text('photo.png').first.wait_for(timeout=120_000)
             page.click('#translate')
-            page.locator('#status').get_by_text('Translated photo.png').wait_for(timeout=60_000)
+            page.locator('#status').get_by_text('Translated photo.png').wait_for(timeout=120_000)
             img = page.locator('#output img').first
             img.wait_for(timeout=30_000)
             shown = page.request.get(img.get_attribute('src')).body()
@@ -68,8 +68,8 @@ def test_page_translates_like_the_command_line(served, tmp_path):
             for bad, msg in (('notes.txt', 'notes.txt is not an image'), ('huge.png', 'huge.png is 200x100 pixels: more than')):
                 page.reload()   # an empty upload box again
                 page.set_input_files('#upload input[type=file]', str(tmp_path/bad))
-                page.locator('#upload').get_by_text(bad).first.wait_for(timeout=60_000)
+                page.locator('#upload').get_by_text(bad).first.wait_for(timeout=120_000)
                 page.click('#translate')
-                page.locator('#status').get_by_text(msg).wait_for(timeout=60_000)
+                page.locator('#status').get_by_text(msg).wait_for(timeout=120_000)
             assert 'Traceback' not in page.content()
         finally: browser.close()
