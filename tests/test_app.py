@@ -37,6 +37,17 @@ def served(tmp_path):
     finally:
         p.terminate(); p.wait(30)
 
+def upload(page, fn, setup=lambda: None, tries=4):
+    "Put file `fn` in the upload box after `setup()`; on a page that does not take it within 30 s, reload the page and try again"
+    from playwright.sync_api import TimeoutError as Timeout
+    for i in range(tries):
+        if i: page.reload(); page.wait_for_load_state('networkidle')
+        setup()
+        page.set_input_files('#upload input[type=file]', str(fn))
+        try: return page.locator('#upload').get_by_text(fn.name).first.wait_for(timeout=30_000)
+        except Timeout: continue
+    raise AssertionError(f"the upload box never showed {fn.name}")
+
 def test_page_translates_like_the_command_line(served, tmp_path):
     from playwright.sync_api import sync_playwright
     folder, url = served
@@ -51,10 +62,8 @@ def test_page_translates_like_the_command_line(served, tmp_path):
         try:
             page = browser.new_page()
             page.set_default_timeout(120_000)
-            page.goto(url)
-            page.get_by_label('256').check()
-            page.set_input_files('#upload input[type=file]', str(tmp_path/'photo.png'))
-            page.locator('#upload').get_by_text('photo.png').first.wait_for(timeout=120_000)
+            page.goto(url); page.wait_for_load_state('networkidle')
+            upload(page, tmp_path/'photo.png', setup=lambda: page.get_by_label('256').check())
             page.click('#translate')
             page.locator('#status').get_by_text('Translated photo.png').wait_for(timeout=120_000)
             img = page.locator('#output img').first
@@ -66,9 +75,8 @@ def test_page_translates_like_the_command_line(served, tmp_path):
                 (tmp_path/f'{name}.png').write_bytes(data)
                 assert np.array_equal(np.asarray(Image.open(tmp_path/f'{name}.png')), want), name
             for bad, msg in (('notes.txt', 'notes.txt is not an image'), ('huge.png', 'huge.png is 200x100 pixels: more than')):
-                page.reload()   # an empty upload box again
-                page.set_input_files('#upload input[type=file]', str(tmp_path/bad))
-                page.locator('#upload').get_by_text(bad).first.wait_for(timeout=120_000)
+                page.reload(); page.wait_for_load_state('networkidle')   # an empty upload box again
+                upload(page, tmp_path/bad)
                 page.click('#translate')
                 page.locator('#status').get_by_text(msg).wait_for(timeout=120_000)
             assert 'Traceback' not in page.content()
