@@ -15,8 +15,9 @@ CYCLEGAN_OUT ?= cyclegan_demo_out
 CYCLEGAN_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --lambda-idt 0 --seed 0
 CUT_OUT ?= cut_demo_out
 CUT_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --seed 0
-# the tests' and notebooks' temporary files go to a scratch folder removed afterwards, pass or fail (a full run writes a few GB)
-SCRATCH ?= .scratch
+# the tests' and notebooks' temporary files go to a fresh folder, removed afterwards pass or fail (a full run writes a few GB);
+# a short path under /tmp, as Chromium's sockets there must fit in 107 characters
+SCRATCH = d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; export TMPDIR=$$d
 
 .PHONY: install demo demo-cyclegan demo-cut test test-newest check-export pytest nbtest bench readme docs docs-check clean
 
@@ -59,12 +60,11 @@ readme: install
 	$(BIN)/python tools/readme.py
 
 pytest: install
-	@mkdir -p $(SCRATCH)/pytest; TMPDIR=$(abspath $(SCRATCH))/pytest $(BIN)/python -m pytest tests/ -q; rc=$$?; \
-	rm -rf $(SCRATCH)/pytest; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	@$(SCRATCH); $(BIN)/python -m pytest tests/ -q; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 nbtest: install
-	@mkdir -p $(SCRATCH)/nbtest; TMPDIR=$(abspath $(SCRATCH))/nbtest $(BIN)/nbdev_test --n_workers 2; rc=$$?; \
-	rm -rf $(SCRATCH)/nbtest; exit $$rc
+	@$(SCRATCH); $(BIN)/nbdev_test --n_workers 2
 
 ## pytest (not the notebooks) in a second environment, built from nothing with the newest releases the ranges of settings.ini allow
 test-newest:
@@ -72,8 +72,8 @@ test-newest:
 	$(NEWEST)/bin/python -m pip install -q -U pip
 	$(NEWEST)/bin/python -m pip install -q -e ".[onnx,tensorboard,wandb,app]" pytest playwright
 	@$(NEWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(fastai|fastcore|fasttransform|plum-dispatch|accelerate|torch|torchvision) '
-	@mkdir -p $(SCRATCH)/newest; TMPDIR=$(abspath $(SCRATCH))/newest $(NEWEST)/bin/python -m pytest tests/ -q -p no:cacheprovider; rc=$$?; \
-	rm -rf $(SCRATCH)/newest; if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
+	@$(SCRATCH); $(NEWEST)/bin/python -m pytest tests/ -q -p no:cacheprovider; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
 ## The documentation site, from the notebooks and README.md, into _docs/ (nothing fetched from the network)
 docs: $(DOCS_STAMP)
@@ -88,4 +88,4 @@ bench: install
 	$(BIN)/python benchmarks/bench_step.py
 
 clean:
-	rm -rf $(DEMO_OUT) $(CYCLEGAN_OUT) $(CUT_OUT) $(SCRATCH) .pytest_cache _proc _docs
+	rm -rf $(DEMO_OUT) $(CYCLEGAN_OUT) $(CUT_OUT) .pytest_cache _proc _docs
