@@ -87,7 +87,8 @@ def make_files(root:Path, n:int, seed=0):
 # Loaders: each `run()` is one shuffled epoch, returning the number of images (items) read
 
 class RefLoader:
-    def __init__(self, ds, workers): self.dl = torch.utils.data.DataLoader(ds, batch_size=1, shuffle=True, num_workers=workers)
+    def __init__(self, ds, workers, persistent=False):
+        self.dl = torch.utils.data.DataLoader(ds, batch_size=1, shuffle=True, num_workers=workers, persistent_workers=persistent)
     def run(self): return sum(b['A'].shape[0] for b in self.dl)
 
 class LibLoader:
@@ -99,20 +100,36 @@ def variants(root:Path, workers:int, load:int, crop:int):
     kw = dict(load_size=load, crop_size=crop, bs=1, num_workers=workers, device='cpu')
     paired = sorted((root/'paired'/'train').iterdir())
     a, b = (sorted((root/'unpaired'/f'train{d}').iterdir()) for d in 'AB')
-    return {'ref paired': RefLoader(RefAligned(paired, load, crop), workers),
-            'lib paired': LibLoader(Pix2pixDataLoaders.from_folder(root/'paired', **kw)),
-            'ref unpaired': RefLoader(RefUnaligned(a, b, load, crop), workers),
-            'lib unpaired': LibLoader(UnpairedDataLoaders.from_folder(root/'unpaired', **kw))}
+    res = {'ref paired': RefLoader(RefAligned(paired, load, crop), workers),
+           'lib paired': LibLoader(Pix2pixDataLoaders.from_folder(root/'paired', **kw)),
+           'ref unpaired': RefLoader(RefUnaligned(a, b, load, crop), workers),
+           'lib unpaired': LibLoader(UnpairedDataLoaders.from_folder(root/'unpaired', **kw))}
+    if workers:   # not how the reference runs (its workers start again every epoch), for comparison: PyTorch's persistent workers
+        res['ref paired, persistent'] = RefLoader(RefAligned(paired, load, crop), workers, persistent=True)
+    return res
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Timing
 
 _TCK = os.sysconf('SC_CLK_TCK')
+def _live_children_cpu():
+    "CPU seconds of this process's live child processes: persistent workers are not reaped, so `RUSAGE_CHILDREN` misses them"
+    total = 0.
+    for task in os.listdir('/proc/self/task'):
+        try: kids = open(f'/proc/self/task/{task}/children').read().split()
+        except OSError: continue
+        for pid in kids:
+            try: fields = open(f'/proc/{pid}/stat').read().rsplit(')', 1)[1].split()
+            except OSError: continue   # ended meanwhile: counted by `RUSAGE_CHILDREN` once reaped
+            total += (int(fields[11]) + int(fields[12])) / _TCK   # utime, stime
+    return total
+
 def _snapshot():
-    "(wall time, busy CPU seconds of the machine, CPU seconds of this process and its reaped workers)"
+    "(wall time, busy CPU seconds of the machine, CPU seconds of this process and its workers, live or reaped)"
     with open('/proc/stat') as f: v = [int(x) for x in f.readline().split()[1:]]
     me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)   # microseconds, not ticks
-    return time.perf_counter(), (sum(v) - v[3] - v[4]) / _TCK, me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
+    return (time.perf_counter(), (sum(v) - v[3] - v[4]) / _TCK,
+            me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime + _live_children_cpu())
 
 def timed(loader):
     "Images per second, images per CPU second of this process and its workers, and the cores others used meanwhile"
@@ -136,7 +153,7 @@ def bench(root, workers, rounds, load, crop):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument('--n', type=int, default=50, help='A|B files per format (2 of them validate); default 50')
+    ap.add_argument('--n', type=int, default=100, help='A|B files per format (2 of them validate); default 100')
     ap.add_argument('--rounds', type=int, default=5, help='interleaved rounds per setting; default 5')
     ap.add_argument('--workers', type=int, default=2, help='worker processes of the second setting; default 2')
     ap.add_argument('--load', type=int, default=286); ap.add_argument('--crop', type=int, default=256)
@@ -153,14 +170,19 @@ def main():
             for w in (0, args.workers):
                 res = bench(Path(tmp)/ext, w, args.rounds, args.load, args.crop)
                 print(f"\n== {ext}, {w} workers   (median (quartiles) over rounds)")
-                print(f"{'variant':<14}{'img/s':>22}{'img per CPU s':>24}{'others used, cores':>24}")
+                print(f"{'variant':<24}{'img/s':>22}{'img per CPU s':>24}{'others used, cores':>24}")
                 for k, rs in res.items():
-                    print(f"{k:<14}{fmt([r[0] for r in rs]):>22}{fmt([r[1] for r in rs]):>24}{fmt([r[2] for r in rs], '{:5.2f}'):>24}")
+                    print(f"{k:<24}{fmt([r[0] for r in rs]):>22}{fmt([r[1] for r in rs]):>24}{fmt([r[2] for r in rs], '{:5.2f}'):>24}")
                 for kind in ('paired', 'unpaired'):
                     lib, ref = res[f'lib {kind}'], res[f'ref {kind}']
                     wall, cpu = [a[0] / b[0] for a, b in zip(lib, ref)], [a[1] / b[1] for a, b in zip(lib, ref)]
                     print(f"lib/ref {kind:<9} img/s {fmt(wall, '{:.2f}')}, img per CPU s {fmt(cpu, '{:.2f}')}")
                     summary.append(f"{ext} w{w} {kind} {quartiles(wall)[0]:.2f}/{quartiles(cpu)[0]:.2f}")
+                if w:
+                    lib, ref = res['lib paired'], res['ref paired, persistent']
+                    cpu = [a[1] / b[1] for a, b in zip(lib, ref)]
+                    print(f"lib/ref paired, the reference with persistent workers: img per CPU s {fmt(cpu, '{:.2f}')}")
+                    summary.append(f"{ext} w{w} paired vs persistent ref -/{quartiles(cpu)[0]:.2f}")
     print(f"\nuptime: {up()}")
     print("SUMMARY lib/ref (img/s / img per CPU s): " + ', '.join(summary))
 

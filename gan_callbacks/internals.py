@@ -4,7 +4,7 @@
 
 # %% ../nbs/00a_internals.ipynb #727d01a0
 from __future__ import annotations
-import copyreg, sys
+import copyreg, os, sys, weakref
 from types import MethodType
 from fastcore.basics import noop
 from fastcore.foundation import L
@@ -21,8 +21,8 @@ __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled'
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
            'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
            'recorder_history', 'set_recorder_history', 'become', 'handlers_only', 'all_handlers', 'first_use_pass',
-           'raw_batches', 'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state',
-           'BroadcastingDistributedDL', 'mend_wandb_config']
+           'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
+           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -165,6 +165,20 @@ def raw_batches(dl):
     # fastai: `__iter__` stores the epoch's indices in the private `__idxs` (read by `sample`) and iterates PyTorch's single- or multi-process iterator (`_loaders`) over `fake_l`
     dl._DataLoader__idxs = dl.get_idxs()
     return _loaders[dl.fake_l.num_workers == 0](dl.fake_l)
+
+_kept_iterators = weakref.WeakSet()   # iterators of PyTorch loaders with persistent workers, in this process
+
+def _disown_workers():
+    # torch: `_MultiProcessingDataLoaderIter.__del__` stops its workers unless `_shutdown` is set; in a forked child it
+    # would fail on them ("can only test a child process"): they are the parent's, and the parent stops them
+    for it in list(_kept_iterators): it._shutdown = True
+
+os.register_at_fork(after_in_child=_disown_workers)
+
+def kept_iterator(it):
+    "Iterator `it` of a PyTorch `DataLoader` with persistent workers, which processes forked from this one leave alone"
+    if hasattr(it, '_shutdown'): _kept_iterators.add(it)
+    return it
 
 def _impls(f):
     "The functions registered in plum `Function` `f` (the callables fastai wrapped, where it had to wrap them)"

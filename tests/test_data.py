@@ -13,6 +13,7 @@ from torch import nn
 from fastai.learner import Learner, load_learner
 from fastai.callback.core import Callback
 from fastai.torch_core import TensorImage, set_seed
+from fastai.data.load import fa_collate
 from fastai.vision.core import PILImage
 
 from gan_callbacks.images import *
@@ -243,6 +244,20 @@ def test_value_range_exact(tmp_path):
     assert x.dtype == torch.float32
     assert set(x.unique().tolist()) == {-1., 1., ((torch.tensor(100.) / 255 - 0.5) / 0.5).item()}
 
+def test_uint8_batches_stay_channels_last_until_float(tmp_path):
+    "A collated uint8 batch keeps the crops' channels-last memory; the float batch is contiguous and the same values as fastai's collation gives"
+    dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path, size=20), load_size=20, crop_size=16, bs=3)
+    dl = dls.train
+    items = [dl.do_item(i) for i in range(3)]
+    assert all(x.stride(0) == 1 for it in items for x in it)   # `ResizeCropFlip` leaves (C, H, W) views of (H, W, C) memory
+    b, ref = dl.create_batch(items), fa_collate(items)
+    for t, r in zip(b, ref):
+        assert type(t) is type(r) and t.dtype == torch.uint8 and torch.equal(t, r)
+        assert t.is_contiguous(memory_format=torch.channels_last) and not t.is_contiguous()
+    for t, r in zip(dl.after_batch(b), dl.after_batch(ref)):
+        assert t.is_contiguous() and t.dtype == torch.float32 and torch.equal(t, r)
+    assert dls.valid.one_batch()[0].is_contiguous()
+
 def test_one_decode_per_item(tmp_path, monkeypatch):
     "An aligned A|B file is opened once per item, for both of its halves (and once per image of an unpaired item)"
     root = make_aligned(tmp_path, n_train=4)
@@ -251,6 +266,7 @@ def test_one_decode_per_item(tmp_path, monkeypatch):
     opened, open_, decode = [], Image.open, data.decode_file
     monkeypatch.setattr(Image, 'open', lambda fn, *a, **k: opened.append(fn) or open_(fn, *a, **k))
     monkeypatch.setattr(data, 'decode_file', lambda fn, *a, **k: opened.append(fn) or decode(fn, *a, **k))
+    monkeypatch.setattr(data, '_last_file', data._LastFile())   # empty: the loaders' set-up decoded the first item
     for _ in dls.train: pass
     assert len(opened) == 4 and len(set(map(str, opened))) == 4   # decoded by torchvision (RGB PNGs): Pillow opens nothing
 
@@ -292,17 +308,43 @@ def test_general_path_for_other_images():
     assert isinstance(x, Image.Image) and x.size == (4, 4)
 
 def test_workers_default(tmp_path):
-    "No workers on the CPU; on CUDA one per core and pinned memory (not persistent: fastai hands each epoch's order to new workers)"
+    "No workers on the CPU; on CUDA one per core, pinned memory, and workers kept across epochs"
     from fastai.torch_core import defaults
     from gan_callbacks.data import _loader_defaults
     root = make_aligned(tmp_path)
     for cls, r in ((Pix2pixDataLoaders, root), (UnpairedDataLoaders, make_domains(tmp_path/'u'))):
         for dl in cls.from_folder(r, load_size=14, crop_size=12, device='cpu').loaders:
             assert dl.fake_l.num_workers == 0 and not dl.fake_l.pin_memory and not dl.fake_l.persistent_workers
-        assert cls.from_folder(r, load_size=14, crop_size=12, device='cpu', num_workers=1).train.fake_l.num_workers == 1
-    assert _loader_defaults(torch.device('cuda')) == dict(num_workers=defaults.cpus, pin_memory=True)
-    assert _loader_defaults(torch.device('cuda'), 2, pin_memory=False) == dict(num_workers=2, pin_memory=False)
-    assert _loader_defaults(torch.device('cpu')) == dict(num_workers=0, pin_memory=False)
+        fl = cls.from_folder(r, load_size=14, crop_size=12, device='cpu', num_workers=1).train.fake_l
+        assert fl.num_workers == 1 and fl.persistent_workers
+    n = defaults.cpus
+    assert _loader_defaults(torch.device('cuda')) == dict(num_workers=n, pin_memory=True, persistent_workers=n > 0)
+    assert _loader_defaults(torch.device('cuda'), 2, pin_memory=False) == dict(num_workers=2, pin_memory=False, persistent_workers=True)
+    assert _loader_defaults(torch.device('cpu')) == dict(num_workers=0, pin_memory=False, persistent_workers=False)
+
+class Touch:
+    "Touch a file named by this process's PID in `folder` (picklable, unlike a local function)"
+    def __init__(self, folder): self.folder = folder
+    def __call__(self): (self.folder/str(os.getpid())).touch()
+
+def test_workers_persist_across_epochs(tmp_path):
+    "With workers, a loader starts them once and keeps them (unless `persistent_workers=False`); its batches are those of a loader without workers"
+    import pickle
+    root, starts = make_aligned(tmp_path/'data', n_train=4, n_valid=3, size=20), tmp_path/'starts'
+    starts.mkdir()
+    wif = Touch(starts)   # fastai's per-worker hook: one file per worker started
+    ref = list(Pix2pixDataLoaders.from_folder(root, load_size=20, crop_size=16, bs=2, device='cpu').valid)
+    for persist, started in ((True, 2), (False, 6)):
+        for f in starts.iterdir(): f.unlink()
+        dls = Pix2pixDataLoaders.from_folder(root, load_size=20, crop_size=16, bs=2, device='cpu', num_workers=2,
+                                             persistent_workers=persist, wif=wif)
+        for epoch in range(3):
+            got = list(dls.valid)
+            assert len(got) == len(ref) == 2
+            assert all(type(a) is type(b) and torch.equal(a, b) for x, y in zip(got, ref) for a, b in zip(x, y))
+        assert len(list(starts.iterdir())) == started
+        assert sum(len(b[0]) for b in dls.train) == 4   # every training item, once per epoch
+        assert pickle.loads(pickle.dumps(dls.valid)).one_batch()[0].shape == (2, 3, 16, 16)   # pickled without its workers
 
 # ---------------------------------------------------------------- bad data
 

@@ -1,5 +1,5 @@
 "One test per reach into fastai, fasttransform/plum, PyTorch and Accelerate internals (`gan_callbacks.internals`): each fails when the behaviour relied on changes."
-import pickle, random
+import os, pickle, random
 import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, Callback, MSELossFlat, CancelEpochException, TfmdDL, Transform
@@ -222,6 +222,18 @@ def test_raw_batches_as_fastai_iterates():
     ours = [dl.after_batch(b).tolist() for b in I.raw_batches(dl)]
     dl.after_iter()
     assert ours == fastai
+
+def test_kept_iterator_left_alone_in_forked_children():
+    "A persistent-worker iterator inherited by a forked process is marked shut down there (its workers are the parent's), and only there"
+    dl = torch.utils.data.DataLoader(list(range(4)), batch_size=2, num_workers=1, persistent_workers=True)
+    it = I.kept_iterator(iter(dl))
+    assert [b.tolist() for b in it] == [[0, 1], [2, 3]]
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0: os.write(w, b'1' if it._shutdown else b'0'); os._exit(0)
+    os.close(w); got = os.read(r, 1); os.waitpid(pid, 0); os.close(r)
+    assert got == b'1' and not it._shutdown
+    assert [b.tolist() for b in iter(dl)] == [[0, 1], [2, 3]]   # the parent's workers still serve the next epoch
 
 def double(x): return x * 2
 def halve(x): return x / 2
