@@ -12,9 +12,10 @@ from fastcore.meta import delegates
 from .models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
 from .losses import GANLoss, PatchNCELoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, _step, _sd
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, follow_schedule, _step, _sd
 from .learner import gan_learner
 from .distributed import unwrap, share_module
+from .data import unpaired_batch, domain_channels
 
 # %% auto #0
 __all__ = ['cut_modes', 'CUTTrainer', 'cut_learner']
@@ -34,10 +35,7 @@ _same_ch = ("CUT compares G's features of an image and of its translation, so G 
 
 def _check_batch(b):
     "`(real_A, real_B)`, or a clear error before any update (shape checks only, no host sync)"
-    if not (isinstance(b, (tuple, list)) and len(b) == 2):
-        raise ValueError("CUTTrainer needs training batches of two model inputs, (real_A, real_B), and no target: "
-                         "DataLoaders with `n_inp=2` (`UnpairedDataLoaders` gives them)")
-    a, b = b
+    a, b = unpaired_batch(b, 'CUTTrainer')
     if a.shape[1] != b.shape[1]: raise ValueError(_same_ch.format(a.shape[1], b.shape[1]))
     return a, b
 
@@ -155,11 +153,9 @@ class CUTTrainer(AdversarialTrainer):
         "Backward `loss` and step G (the Learner's optimizer) and F (`f_opt`, at this batch's lr, mom and wd) together"
         if self.f_opt is None: return super().step_g(loss)
         self.f_opt.zero_grad()   # G's gradients were freed before the forward
-        g = self.learn.opt.hypers[-1]
-        for k in ('lr', 'mom', 'wd'):
-            if k in g and k in self.f_opt.hypers[0]: self.f_opt.set_hyper(k, float(g[k]))
-        ps = list(self.learn.model.parameters()) + list(self.sampler.parameters())
-        return _step(loss, [self.learn.opt, self.f_opt], ps, self.g_scaler, self.clip_g, self.check_grads)
+        follow_schedule(self.f_opt, self.learn)
+        if 'gf' not in self._plists: self._plists['gf'] = self._g_params() + list(self.sampler.parameters())
+        return _step(loss, [self.learn.opt, self.f_opt], self._plists['gf'], self.g_scaler, self.clip_g, self.check_grads)
 
     def state_dict(self):
         "`AdversarialTrainer`'s state, F (its MLPs included) and F's optimizer"
@@ -192,17 +188,11 @@ def _drop_mlps(F:PatchSampleF):
     F.channels = None
 
 # %% ../nbs/14_cut.ipynb #52767ca1
-def _domain_channels(dls):
-    "The channel counts of domains A and B (`in_ch`, `out_ch` of `UnpairedDataLoaders`, else from one batch)"
-    a, b = getattr(dls, 'in_ch', None), getattr(dls, 'out_ch', None)
-    if a is None or b is None: a, b = (t.shape[1] for t in _check_batch(tuple(dls.one_batch()[:2])))
-    if a != b: raise ValueError(_same_ch.format(a, b))
-    return a, b
-
 def cut_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, sampler:PatchSampleF|None=None,
                 mode:str='cut', opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, **kwargs):
     "A `Learner` with the reference's CUT (or FastCUT) defaults: anti-aliased ResNet-9 G and PatchGAN D, instance norm, xavier init, lsgan, Adam(0.5, 0.999)"
     trainer = CUTTrainer(discriminator, sampler, mode=mode, **(trainer_kwargs or {}))
-    a, _ = _domain_channels(dls)
+    a, b = domain_channels(dls, 'cut_learner')
+    if a != b: raise ValueError(_same_ch.format(a, b))
     generator = generator or init_weights(ResnetGenerator(a, a, antialias=True, antialias_up=True), 'xavier')
     return gan_learner(dls, generator, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

@@ -17,6 +17,7 @@ from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, \
     _predicting, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
+from .data import unpaired_batch, domain_channels
 
 # %% auto #0
 __all__ = ['ImagePool', 'CycleGANModel', 'CycleGANTrainer', 'cyclegan_learner']
@@ -71,10 +72,7 @@ class CycleGANModel(nn.Module):
 # %% ../nbs/07_cyclegan.ipynb #bf9d52f2
 def _check_batch(b, lambda_idt):
     "Fail clearly, before any update, on batches CycleGAN cannot train on (shape checks only, no host sync)"
-    if not (isinstance(b, (tuple, list)) and len(b) == 2):
-        raise ValueError("CycleGANTrainer needs batches of two model inputs, (real_A, real_B), and no target: "
-                         "DataLoaders with `n_inp=2` (`UnpairedDataLoaders` gives them)")
-    a, b = b
+    a, b = unpaired_batch(b, 'CycleGANTrainer')
     if lambda_idt > 0 and a.shape[1] != b.shape[1]:
         raise ValueError(f"The identity loss compares G_A(real_B) with real_B, which needs both domains to have the same number "
                          f"of channels; domain A has {a.shape[1]}, domain B {b.shape[1]}: set lambda_idt=0")
@@ -192,21 +190,12 @@ class CycleGANTrainer(AdversarialTrainer):
         return state
 
 # %% ../nbs/07_cyclegan.ipynb #5098470e
-def _domain_channels(dls):
-    "The channel counts of domains A and B (`in_ch`, `out_ch` of `UnpairedDataLoaders`, else from one batch)"
-    a, b = getattr(dls, 'in_ch', None), getattr(dls, 'out_ch', None)
-    if a is None or b is None:
-        batch = dls.one_batch()
-        _check_batch(tuple(batch[:2]), 0)
-        a, b = batch[0].shape[1], batch[1].shape[1]
-    return a, b
-
 def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:nn.Module|None=None, d_b:nn.Module|None=None,
                      gan_mode:str='lsgan', lambda_a:float=10., lambda_b:float=10., lambda_idt:float=0.5, pool_size:int=50,
                      opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, **kwargs):
     "A `Learner` with CycleGAN's defaults: ResNet-9 generators, PatchGAN discriminators, instance norm, lsgan, Adam(0.5, 0.999)"
     if g_a is None or g_b is None or lambda_idt > 0:
-        a, b = _domain_channels(dls)
+        a, b = domain_channels(dls, 'cyclegan_learner')
         if lambda_idt > 0 and a != b:
             raise ValueError(f"The identity loss needs domains A and B with the same number of channels, got {a} and {b}: set lambda_idt=0")
         g_a, g_b = g_a or ResnetGenerator(a, b), g_b or ResnetGenerator(b, a)

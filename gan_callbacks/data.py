@@ -20,7 +20,8 @@ from .samples import *   # the sample datasets, importable from here too
 # %% auto #0
 __all__ = ['ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',
            'Pix2pixDL', 'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
-           'UnpairedDataLoaders', 'DeepFile', 'DeepResizeCropFlip', 'deep_dataloaders']
+           'UnpairedDataLoaders', 'unpaired_batch', 'domain_channels', 'DeepFile', 'DeepResizeCropFlip',
+           'deep_dataloaders']
 
 # %% ../nbs/03_data.ipynb #84163542
 class _LastFile:
@@ -398,6 +399,20 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
                                                f"and {len(trn[1])} B images")
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=out_ch, load_size=load_size,
                    crop_size=crop_size)
+
+# %% ../nbs/03_data.ipynb #7b3d9e44
+def unpaired_batch(b, who:str='The trainer'):
+    "`(real_A, real_B)` of an unpaired batch, or an error naming `who` and what it expects (a shape check, no host sync)"
+    if not (isinstance(b, (tuple, list)) and len(b) == 2):
+        raise ValueError(f"{who} needs batches of two model inputs, (real_A, real_B), and no target: "
+                         "DataLoaders with `n_inp=2` (`UnpairedDataLoaders` gives them)")
+    return tuple(b)
+
+def domain_channels(dls, who:str='The trainer'):
+    "The channel counts of domains A and B: `in_ch` and `out_ch` of `UnpairedDataLoaders`, else read from one batch"
+    a, b = getattr(dls, 'in_ch', None), getattr(dls, 'out_ch', None)
+    if a is None or b is None: a, b = (t.shape[1] for t in unpaired_batch(tuple(dls.one_batch()[:2]), who))
+    return a, b
 
 # %% ../nbs/03_data.ipynb #744c4a47
 class DeepFile(ItemTransform):

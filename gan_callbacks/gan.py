@@ -165,6 +165,14 @@ def restore_if(bad, stats):
     "Put the statistics `norm_stats` copied back if `bad` (a flag on the device): a few calls whatever the number of layers"
     for ts, old, sizes in stats: copy_into(ts, _parts(torch.where(bad, old, _flat(ts)), ts, sizes))
 
+def follow_schedule(opt, learn, lr_mult:float=1.):
+    "Give optimizer `opt` the lr (times `lr_mult`), mom and wd of `learn`'s optimizer for this batch, where they differ"
+    g, d = learn.opt.hypers[-1], opt.hypers[0]
+    for k in ('lr', 'mom', 'wd'):
+        if k not in g or k not in d: continue
+        v = float(g[k] * lr_mult if k == 'lr' else g[k])
+        if d[k] != v: opt.set_hyper(k, v)   # most batches: unchanged
+
 def learner_device(learn):
     "The device of `learn`'s data (the default device when its loaders have none)"
     return getattr(learn.dls, 'device', None) or default_device()
@@ -325,11 +333,7 @@ class AdversarialTrainer(StateDictCallback):
 
     def _sync_d_hypers(self):
         "D follows the Learner's schedule: this batch's lr (times `d_lr_mult`), mom and wd"
-        g, d = self.learn.opt.hypers[-1], self.d_opt.hypers[0]
-        for k in ('lr', 'mom', 'wd'):
-            if k not in g or k not in d: continue
-            v = float(g[k] * self.d_lr_mult if k == 'lr' else g[k])
-            if d[k] != v: self.d_opt.set_hyper(k, v)   # most batches: unchanged
+        follow_schedule(self.d_opt, self.learn, self.d_lr_mult)
 
     def step_g(self, loss):
         "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
