@@ -6,10 +6,9 @@
 from __future__ import annotations
 import functools
 import torch
-from fastcore.basics import noop
 from .internals import wrap_epoch_events, unwrap_epoch_events, handlers_only, all_handlers, valid_metrics, logger_chain, restore_logger_chain
 from fastai.callback.core import Callback, CancelBackwardException, CancelStepException, CancelTrainException, \
-    CancelValidException, CancelEpochException, CancelFitException, CancelBatchException
+    CancelValidException, CancelEpochException, CancelFitException
 
 # %% auto #0
 __all__ = ['V1_KEYS', 'V1_EVENTS', 'init_state', 'StateDictControl', 'StateDictCallback', 'last_metrics']

@@ -6,7 +6,6 @@
 from __future__ import annotations
 import torch
 from fastcore.basics import store_attr
-from pathlib import Path
 from fastcore.foundation import L
 from fastai.callback.core import Callback, CancelValidException
 from fastai.callback.tracker import TrackerCallback, EarlyStoppingCallback
