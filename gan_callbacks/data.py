@@ -206,7 +206,7 @@ class Pix2pixDL(TfmdDL):
     def _batches(self):
         "This epoch's batches before `after_batch`: from persistent workers if asked, else as fastai makes them (new workers each epoch)"
         fl = self.fake_l
-        if not (fl.num_workers and fl.persistent_workers): return raw_batches(self)
+        if not (fl.num_workers and fl.persistent_workers and self.indexed): return raw_batches(self)
         if self.__dict__.get('_workers') is None:
             # the epoch's batches of item indices are made here and sent to the workers, which keep their copy of the loader
             self._order = _EpochOrder()
