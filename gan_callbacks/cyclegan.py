@@ -13,8 +13,8 @@ from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, \
-    _predicting, to_multiple, from_multiple, check_image_range
+from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, _predicting
+from .generator import to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 from .data import unpaired_batch, domain_channels

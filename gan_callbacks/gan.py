@@ -6,7 +6,7 @@
 from __future__ import annotations
 import warnings
 from copy import deepcopy
-from contextlib import contextmanager, nullcontext
+from contextlib import nullcontext
 import torch
 from torch import nn
 from fastcore.basics import store_attr, first
@@ -16,13 +16,13 @@ from fastai.metrics import ValueMetric
 from fastai.callback.fp16 import MixedPrecision, AMPMode
 from fastai.torch_core import default_device
 from .core import StateDictCallback
-from .internals import (BatchNormBase, NormBase, DropoutBase, is_compiled, step_unless_found_inf, in_fit,
-                                     off_for_this_fit, smoothed_loss, copy_into, mend_wandb_config)
+from .generator import paper_test_mode
+from .internals import (NormBase, is_compiled, step_unless_found_inf, in_fit, off_for_this_fit, smoothed_loss,
+                                     copy_into, mend_wandb_config)
 from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
-__all__ = ['paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'check_image_range', 'NonFiniteError',
-           'AdversarialTrainer', 'find_trainer', 'direct_trackers']
+__all__ = ['NonFiniteError', 'AdversarialTrainer', 'find_trainer', 'direct_trackers']
 
 # %% ../nbs/04a_gan.ipynb #97da04ba
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -79,52 +79,8 @@ def _step_unless(bad, opt):
     "Step `opt` unless `bad`: on the device for fused optimizers (see `internals`), else with a host sync"
     if not step_unless_found_inf(getattr(opt, 'opt', opt), bad) and not bad.item(): opt.step()
 
-# %% ../nbs/04a_gan.ipynb #c84d3815
-@contextmanager
-def paper_test_mode(model):
-    "Dropout on, BatchNorm on batch statistics (without updating the running ones), as the pix2pix paper tests"
-    bns = [m for m in model.modules() if isinstance(m, BatchNormBase) and m.track_running_stats]
-    drops = [m for m in model.modules() if isinstance(m, DropoutBase)]
-    modes = [(m, m.training) for m in bns + drops]
-    for m in bns: m.track_running_stats = False; m.train()
-    for m in drops: m.train()
-    try: yield model
-    finally:
-        for m in bns: m.track_running_stats = True
-        for m, t in modes: m.train(t)
-
 # %% ../nbs/04a_gan.ipynb #8ab34db9
-import torch.nn.functional as F
-
 def _predicting(learn): return hasattr(learn, 'gather_preds')   # inside `get_preds` (and so `predict`)
-
-def to_multiple(x, multiple:int):
-    "Batch `x` resized (bicubic) to the nearest sides that divide by `multiple`, and its size before (`None` when it fits as it is)"
-    size = [max(multiple, round(s / multiple) * multiple) for s in x.shape[-2:]]
-    if size == list(x.shape[-2:]): return x, None
-    return F.interpolate(x, size=size, mode='bicubic', align_corners=False), tuple(x.shape[-2:])
-
-def from_multiple(y, size):
-    "Translation `y` back at `size`, what `to_multiple` returned"
-    return y if size is None else F.interpolate(y, size=size, mode='bicubic', align_corners=False)
-
-def output_range(G:nn.Module):
-    "The range of `G`'s images: (-1, 1) when its last layer is a tanh, else `None` (unknown)"
-    last = [m for m in G.modules() if not list(m.children())]
-    return (-1., 1.) if last and isinstance(last[-1], nn.Tanh) else None
-
-def check_image_range(G:nn.Module, *images, what='targets'):
-    "Fail when `images` (what `G` must produce) go well outside `G`'s range; warn when they look like [0, 1] images for a tanh (one host read)"
-    rng = output_range(G)
-    if rng is None or not images: return
-    lo, hi = torch.stack([torch.stack(t.detach().float().aminmax()) for t in images]).T.tolist()
-    lo, hi, fix = min(lo), max(hi), ("scale them to [-1, 1]: e.g. `batch_tfms=[IntToFloatTensor(), Normalize.from_stats(0.5, 0.5)]` "
-                                     "(fastai's `ImageBlock` alone gives [0, 1]; `Pix2pixDataLoaders` and `UnpairedDataLoaders` do it)")
-    margin = (rng[1] - rng[0]) / 4   # room for augmentation noise; ImageNet statistics or 0-255 pixels go further
-    if lo < rng[0] - margin or hi > rng[1] + margin:
-        raise ValueError(f"The {what} range from {lo:.3g} to {hi:.3g}, outside the generator's tanh range [-1, 1], which it can never reach: {fix}")
-    if lo >= 0: warnings.warn(f"The {what} of the first batch are all in [0, {hi:.3g}], the generator's tanh gives [-1, 1]: "
-                              f"if they are [0, 1] images, {fix}", stacklevel=2)
 
 # %% ../nbs/04a_gan.ipynb #b853a9fe
 class NonFiniteError(FloatingPointError):

@@ -14,7 +14,8 @@ from PIL import Image
 from fastai.learner import Learner
 from .images import image_modes, is_deep, read_image, write_image
 from .internals import ConvBase
-from .gan import paper_test_mode, find_trainer
+from .generator import paper_test_mode
+from .gan import find_trainer
 
 # %% auto #0
 __all__ = ['preprocesses', 'test_modes', 'translate_preprocesses', 'to_pil', 'from_pil', 'reference_resize', 'eval_mode',

@@ -16,12 +16,12 @@ from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 from .optim import pix2pix_adam, linear_decay_schedule
 from .progress import SyncFreeProgressCallback
-from .gan import AdversarialTrainer, paper_test_mode, NonFiniteError, norm_stats, \
-    _predicting, to_multiple, from_multiple, check_image_range
+from .gan import AdversarialTrainer, NonFiniteError, norm_stats, _predicting
+from .generator import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 
-_all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `gan` and `progress`, used with pix2pix
+_all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `generator`, `gan` and `progress`, used with pix2pix
 
 # %% auto #0
 __all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule', 'pix2pix_adam', 'paper_test_mode',

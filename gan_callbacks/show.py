@@ -10,7 +10,8 @@ from PIL import Image, ImageDraw
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.metrics import ValueMetric
-from .gan import paper_test_mode, find_trainer, direct_trackers
+from .generator import paper_test_mode
+from .gan import find_trainer, direct_trackers
 from .inference import to_pil, translate_batch
 from .distributed import rank_distrib
 
