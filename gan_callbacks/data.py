@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_data.ipynb #de66d5c1
 from __future__ import annotations
-import gc, os, random
+import os, random
 from pathlib import Path
 
 import numpy as np
@@ -241,7 +241,6 @@ class _Batches(torch.utils.data.Dataset):
 
 def _init_worker(worker_id):
     "Start a worker as fastai does: one thread, the worker's own seed, the loader's `wif`"
-    gc.freeze()   # what the parent process left to be freed (another loader's workers, say) is the parent's to free
     info = torch.utils.data.get_worker_info()
     torch.set_num_threads(1); set_seed(info.seed); info.dataset.dl.wif()
 
