@@ -209,10 +209,10 @@ class Pix2pixDL(TfmdDL):
         if not (fl.num_workers and fl.persistent_workers and self.indexed): return raw_batches(self)
         if self.__dict__.get('_workers') is None:
             # the epoch's batches of item indices are made here and sent to the workers, which keep their copy of the loader
-            self._order = _EpochOrder()
+            self._order = []   # PyTorch's sampler: a list refilled each epoch
             self._workers = torch.utils.data.DataLoader(_Batches(self), batch_size=None, sampler=self._order, collate_fn=_as_is,
                 num_workers=fl.num_workers, pin_memory=fl.pin_memory, timeout=fl.timeout, persistent_workers=True, worker_init_fn=_init_worker)
-        self._order.batches = list(self.chunkify(self.get_idxs()))
+        self._order[:] = self.chunkify(self.get_idxs())
         return kept_iterator(iter(self._workers))
 
     def __getstate__(self):
@@ -227,12 +227,6 @@ class Pix2pixDL(TfmdDL):
 def _channels_last_uint8(x):
     "Whether `x` is a (C, H, W) uint8 image tensor whose channels are innermost in memory"
     return isinstance(x, TensorImage) and x.dtype == torch.uint8 and x.ndim == 3 and x.stride(0) == 1
-
-class _EpochOrder:
-    "The item indices of each batch of a loader's current epoch, for PyTorch's `DataLoader` to hand to its workers"
-    def __init__(self): self.batches = []
-    def __iter__(self): return iter(self.batches)
-    def __len__(self): return len(self.batches)
 
 class _Batches(torch.utils.data.Dataset):
     "fastai loader `dl` as a dataset of batches: a list of item indices -> their collated batch (skipped items left out)"
