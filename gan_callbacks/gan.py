@@ -367,7 +367,8 @@ class AdversarialTrainer(StateDictCallback):
         return deepcopy(self.state_dict()), [k for k, D in self.discriminators.items() if D is None], self.d_opt is None
 
     def on_train_end(self, **kwargs):
-        "After `lr_find`, however it ended: the state as it was before it"
+        "Leave a batch's contexts (a fit stopped mid-batch) and, after `lr_find`, however it ended, put back the state as it was before it"
+        self._leave_contexts()
         snap, self._lr_find_state = getattr(self, '_lr_find_state', None), None
         if snap is None: return
         sd, absent, no_opt = snap

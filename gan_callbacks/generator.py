@@ -19,14 +19,18 @@ __all__ = ['paper_test_mode', 'to_multiple', 'from_multiple', 'output_range', 'c
 def paper_test_mode(model):
     "Dropout on, BatchNorm on batch statistics (without updating the running ones), as the pix2pix paper tests"
     bns = [m for m in model.modules() if isinstance(m, BatchNormBase) and m.track_running_stats]
-    drops = [m for m in model.modules() if isinstance(m, DropoutBase)]
-    modes = [(m, m.training) for m in bns + drops]
-    for m in bns: m.track_running_stats = False; m.train()
-    for m in drops: m.train()
-    try: yield model
+    modes = [(m, m.training) for m in bns + [m for m in model.modules() if isinstance(m, DropoutBase)]]
+    try:
+        for m in bns: m.track_running_stats = False
+        for m, _ in modes: m.train()
+        yield model
     finally:
-        for m in bns: m.track_running_stats = True
-        for m, t in modes: m.train(t)
+        try: _put_back(bns, modes)
+        except BaseException: _put_back(bns, modes); raise   # a Ctrl-C landing in the middle still leaves the model whole
+
+def _put_back(bns, modes):
+    for m in bns: m.track_running_stats = True
+    for m, t in modes: m.train(t)
 
 # %% ../nbs/04e_generator.ipynb #8ab34db9
 def to_multiple(x, multiple:int):

@@ -4,6 +4,7 @@
 
 # %% ../nbs/05b_show.ipynb #fbc1811c
 from __future__ import annotations
+from contextlib import nullcontext
 from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
@@ -64,12 +65,11 @@ class SampleGrid(Callback):
         "G's output on the kept inputs, in the trainer's test mode, leaving RNG and model modes as they were"
         m, t = self.learn.model, find_trainer(self.learn)
         was_training = m.training
-        with torch.random.fork_rng(devices=[]):
-            m.eval()
-            ctx = paper_test_mode(m) if t is not None and t.test_mode == 'paper' else torch.no_grad()
-            with ctx: out = m(self.x)
-        m.train(was_training)
-        return out
+        try:
+            with torch.random.fork_rng(devices=[]):
+                m.eval()
+                with paper_test_mode(m) if t is not None and t.test_mode == 'paper' else nullcontext(): return m(self.x)
+        finally: m.train(was_training)
 
     def before_epoch(self): self.skipped = False
     def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid

@@ -154,6 +154,43 @@ def test_paper_test_mode_uses_batch_stats_and_dropout():
     assert all(torch.equal(m.running_mean, torch.zeros_like(m.running_mean)) for m in bns)   # untouched
 
 
+class Flaky(nn.BatchNorm2d):
+    "A BatchNorm whose first switch to mode `cut`, once set, is cut short by a Ctrl-C"
+    cut = None
+    def train(self, mode=True):
+        if mode == self.cut: self.cut = None; raise KeyboardInterrupt
+        return super().train(mode)
+
+@pytest.mark.parametrize('when', ['entering', 'leaving'])
+def test_paper_test_mode_survives_a_ctrl_c(when):
+    "A Ctrl-C while the test mode switches modules on or back leaves every module as it was"
+    G = nn.Sequential(Flaky(3), nn.Conv2d(3, 3, 1), nn.BatchNorm2d(3), nn.Dropout()).eval()
+    G[0].cut = when == 'entering'   # into training mode when entering, back to eval when leaving
+    with pytest.raises(KeyboardInterrupt):
+        with paper_test_mode(G): G(torch.rand(2, 3, 4, 4))
+    assert all(m.track_running_stats for m in G.modules() if isinstance(m, nn.BatchNorm2d))
+    assert not any(m.training for m in G.modules())
+
+class CtrlC(Callback):
+    "Ctrl-C in the middle of the first validation batch"
+    def after_pred(self):
+        if not self.training: raise KeyboardInterrupt
+
+def test_ctrl_c_in_validation_leaves_no_mode_behind():
+    "A fit, `validate` or `get_preds` stopped mid-batch leaves the paper's test mode and autocast, and the next fit is as usual"
+    G, D = nets()
+    learn = Learner(make_dls(batches()), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=[Pix2pixTrainer(D, test_mode='paper'), CtrlC()]).to_bf16()
+    untouched = lambda: all(m.track_running_stats for m in G.modules() if isinstance(m, nn.BatchNorm2d)) and not torch.is_autocast_enabled('cpu')
+    with pytest.raises(KeyboardInterrupt): fit(learn, 1, 1e-3)
+    assert untouched()
+    for run in (learn.validate, learn.get_preds):
+        with pytest.raises(KeyboardInterrupt), learn.no_bar(): run()
+        assert untouched(), run
+    learn.remove_cb(CtrlC)
+    fit(learn, 1, 1e-3)
+    assert all(torch.isfinite(v).all() for v in learn.pix2pix_trainer.hist[-1:])
+
 def test_bf16_on_cpu_runs_convolutions_in_bf16():
     seen = set()
     data = batches(n=1)
