@@ -18,7 +18,7 @@ from fastai.torch_core import default_device
 from .core import StateDictCallback
 from .generator import paper_test_mode
 from .internals import (NormBase, is_compiled, step_unless_found_inf, in_fit, off_for_this_fit, smoothed_loss,
-                                     copy_into, mend_wandb_config)
+                        smooth_on_device, history_to_host, copy_into, mend_wandb_config)
 from .distributed import is_distributed, average_grads, share_module, DistributedGAN
 
 # %% auto #0
@@ -218,6 +218,7 @@ class AdversarialTrainer(StateDictCallback):
         self._direct_trackers()
         self._lr_find_state = self._snapshot() if hasattr(learn, 'lr_finder') else None
         if not in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
+        if (rec := getattr(learn, 'recorder', None)) is not None: smooth_on_device(rec)   # no wait for the GPU at every batch
         if not self._warned_opt and (msg := _default_opt_warning(self)):
             warnings.warn(msg, stacklevel=2); self._warned_opt = True
         self.hist, self._avg, self._n = [], None, 0
@@ -366,9 +367,14 @@ class AdversarialTrainer(StateDictCallback):
         "A copy of the whole state, and which discriminators and optimizer did not exist yet"
         return deepcopy(self.state_dict()), [k for k, D in self.discriminators.items() if D is None], self.d_opt is None
 
+    def after_train(self):
+        "The epoch's smoothed losses to the host in one transfer, for the loggers and graphs of `after_epoch` (a fastai event)"
+        if (rec := getattr(self.learn, 'recorder', None)) is not None: history_to_host(rec)
+
     def on_train_end(self, **kwargs):
         "Leave a batch's contexts (a fit stopped mid-batch) and, after `lr_find`, however it ended, put back the state as it was before it"
         self._leave_contexts()
+        if (rec := getattr(self.learn, 'recorder', None)) is not None: history_to_host(rec, back=True)
         snap, self._lr_find_state = getattr(self, '_lr_find_state', None), None
         if snap is None: return
         sd, absent, no_opt = snap

@@ -15,14 +15,17 @@ from fastai.callback.core import (CancelBatchException, CancelBackwardException,
 from fastai.data.load import _loaders
 from fastai.data.core import Transform
 from fastai.distributed import DistributedDL
+from fastai.learner import AvgSmoothLoss
+from fastai.torch_core import to_detach
 
 # %% auto #0
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
            'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
-           'recorder_history', 'set_recorder_history', 'become', 'handlers_only', 'all_handlers', 'first_use_pass',
-           'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
+           'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device', 'history_to_host',
+           'become', 'handlers_only', 'all_handlers', 'first_use_pass', 'raw_batches', 'kept_iterator',
+           'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL',
+           'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -111,6 +114,7 @@ def smoothed_loss(rec) -> torch.Tensor:
 def recorder_history(rec):
     "The history `Recorder` `rec` keeps: per-epoch values, per-batch losses, lrs and iterations, and its smoothed loss"
     if rec is None or not hasattr(rec, 'values'): return None
+    history_to_host(rec)   # a fit stopped mid-epoch has this epoch's losses still on the device
     sm = rec.smooth_loss   # fastai: `values`, `losses`, `lrs`, `iters` are lists the Recorder appends to; `AvgSmoothLoss` is `count` and `val`
     return dict(values=rec.values, losses=torch.stack(rec.losses) if rec.losses else None,
                 lrs=rec.lrs, iters=rec.iters, smooth=(sm.count, sm.val))
@@ -120,6 +124,26 @@ def set_recorder_history(rec, h):
     rec.values, rec.lrs, rec.iters = [L(v) for v in h['values']], list(h['lrs']), list(h['iters'])
     rec.losses = [] if h['losses'] is None else list(h['losses'].cpu().unbind(0))
     rec.smooth_loss.count, rec.smooth_loss.val = h['smooth'][0], h['smooth'][1].cpu()
+
+class DeviceSmoothLoss(AvgSmoothLoss):
+    "fastai's `AvgSmoothLoss` without its copy of every batch's loss to the host (on a GPU, a wait for the batch)"
+    def accumulate(self, learn):
+        self.count += 1
+        loss = to_detach(learn.loss.mean(), cpu=False)   # fastai: `to_detach` also averages over the processes of a distributed fit
+        self.val = torch.lerp(loss, self.val.to(loss.device), self.beta)
+
+def smooth_on_device(rec):
+    "Make `Recorder` `rec` smooth the training loss where the loss is: its per-batch history stays there until `history_to_host`"
+    if type(rec.smooth_loss) is AvgSmoothLoss: become(rec.smooth_loss, DeviceSmoothLoss)   # fastai: `Recorder.after_batch` accumulates `smooth_loss` and appends its `value` to `losses`
+
+def history_to_host(rec, back=False):
+    "Move `Recorder` `rec`'s per-batch losses and smoothed loss to the host in one transfer; `back`: fastai's own smoothing again"
+    idx = [i for i, l in enumerate(rec.losses) if isinstance(l, torch.Tensor) and l.device.type != 'cpu']
+    if idx:
+        for i, l in zip(idx, torch.stack([rec.losses[i] for i in idx]).cpu().unbind(0)): rec.losses[i] = l
+    sm = rec.smooth_loss
+    if isinstance(getattr(sm, 'val', None), torch.Tensor): sm.val = sm.val.cpu()
+    if back and type(sm) is DeviceSmoothLoss: object.__setattr__(sm, '__class__', AvgSmoothLoss)
 
 def become(o, cls):
     "Make live object `o` an instance of `cls`, a subclass of its class that adds methods only"

@@ -187,6 +187,31 @@ def test_recorder_history_round_trip():
     with other.no_bar(): other.fit(1)   # and it goes on from there
     assert len(other.recorder.values) == 1 and len(other.recorder.losses) == 2
 
+class OnDevice(Callback):
+    "Smooths on the device as the trainer does; notes, per batch, whether the Recorder's new loss stayed off the host path"
+    order = 45   # before `Recorder`
+    def before_fit(self): self.kinds = []; I.smooth_on_device(self.recorder)
+    def after_batch(self):
+        if self.training: self.kinds.append(type(self.recorder.smooth_loss).__name__)
+    def after_train(self): I.history_to_host(self.recorder)
+    def after_fit(self): I.history_to_host(self.recorder, back=True)
+
+def test_smooth_on_device_is_fastais_smoothing(monkeypatch):
+    "`Recorder` accumulates `smooth_loss` and appends its `value` per batch: on the device, the same numbers, no copy to the host"
+    from fastai.torch_core import set_seed
+    copies, orig = [], I.to_detach
+    monkeypatch.setattr(I, 'to_detach', lambda b, cpu=True, gather=True: copies.append(cpu) or orig(b, cpu, gather))
+    recs = []
+    for cbs in (None, OnDevice()):
+        set_seed(0); learn = tiny_learner(cbs=cbs)
+        with learn.no_bar(): learn.fit(2, 0.1)
+        recs.append(learn.recorder)
+    assert copies == [False] * 4 and learn.on_device.kinds == ['DeviceSmoothLoss'] * 4
+    a, b = recs
+    assert type(b.smooth_loss) is type(a.smooth_loss) and b.smooth_loss.count == a.smooth_loss.count == 4
+    assert all(l.device.type == 'cpu' for l in b.losses) and torch.equal(torch.stack(b.losses), torch.stack(a.losses))
+    assert torch.equal(b.smooth_loss.val, a.smooth_loss.val) and [list(v) for v in b.values] == [list(v) for v in a.values]
+
 def test_become():
     p = nn.Parameter(torch.ones(2))
     opt = Adam([p], lr=0.1)
