@@ -16,7 +16,7 @@ from fastai.data.load import _loaders
 from fastai.data.core import Transform
 from fastai.distributed import DistributedDL
 from fastai.learner import AvgSmoothLoss
-from fastai.torch_core import to_detach
+from fastai.torch_core import maybe_gather
 
 # %% auto #0
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
@@ -126,11 +126,11 @@ def set_recorder_history(rec, h):
     rec.smooth_loss.count, rec.smooth_loss.val = h['smooth'][0], h['smooth'][1].cpu()
 
 class DeviceSmoothLoss(AvgSmoothLoss):
-    "fastai's `AvgSmoothLoss` without its copy of every batch's loss to the host (on a GPU, a wait for the batch)"
+    "fastai's `AvgSmoothLoss` without its copy of every batch's loss to the host (on a GPU, a wait for the batch), on plain tensors"
     def accumulate(self, learn):
         self.count += 1
-        loss = to_detach(learn.loss.mean(), cpu=False)   # fastai: `to_detach` also averages over the processes of a distributed fit
-        self.val = torch.lerp(loss, self.val.to(loss.device), self.beta)
+        loss = maybe_gather(learn.loss.as_subclass(torch.Tensor).detach().mean())   # fastai's `to_detach` but for that copy
+        self.val = torch.lerp(loss, self.val.as_subclass(torch.Tensor).to(loss.device), self.beta)
 
 def smooth_on_device(rec):
     "Make `Recorder` `rec` smooth the training loss where the loss is: its per-batch history stays there until `history_to_host`"
