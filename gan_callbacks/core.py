@@ -82,6 +82,11 @@ class StateDictCallback(Callback):
         super().__init_subclass__(**kwargs)
         if '_order' in cls.__dict__ and 'order' not in cls.__dict__: cls.order = cls._order
     def _v1_cbs(self): return sorted([cb for cb in self.learn.cbs if isinstance(cb, StateDictCallback)], key=lambda cb: cb.order)
+    def __setattr__(self, name, value):
+        # fastai's `Callback.__setattr__` warns when the Learner has `name`, a failing look-up through the Learner and its
+        # model at every set; a private name (per-batch state) cannot shadow the Learner's
+        if name.startswith('_'): object.__setattr__(self, name, value)
+        else: super().__setattr__(name, value)
 
     def _call(self, name, writeback=None, **extra):
         "Call `self.<name>(**state)` if defined, check and store what it returns, and write mirrored keys back"

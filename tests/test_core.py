@@ -322,3 +322,15 @@ def test_last_metrics_added_by_one_callback_reach_the_next():
     fit(learn, 2)
     for seen, vals in zip(learn.reads.seen, learn.recorder.values):
         assert seen[:2] == pytest.approx(vals[1:]) and seen[2] == 42.
+
+
+def test_private_state_skips_fastais_shadowing_check():
+    "fastai warns when a callback sets a name the Learner has; a v1 callback's private per-batch state skips that look-up"
+    cb = StateDictCallback()
+    learn = synth_learner(cbs=cb)
+    learn._state = 0
+    with warnings.catch_warnings():
+        warnings.simplefilter('error')
+        cb._state = 1   # no look-up on the Learner, no warning
+    assert cb._state == 1 and learn._state == 0
+    with pytest.warns(UserWarning, match='shadowing'): cb.model = None   # public names: fastai's check as before
