@@ -11,6 +11,7 @@ from .models import *
 from .losses import *
 from .images import *
 from .samples import *
+from .loader import *
 from .data import *
 from .optim import *
 from .progress import *
@@ -31,5 +32,5 @@ from .interop import *
 from .state_dicts import *
 from .model_folder import *
 from .distributed import *
-from . import core, models, losses, images, samples, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))
+from . import core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))

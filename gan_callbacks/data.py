@@ -13,15 +13,17 @@ import torch.nn.functional as F
 from PIL import Image
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastai.vision.all import *
-from .internals import raw_batches, kept_iterator, pickle_transforms_by_function
+from .internals import pickle_transforms_by_function
+from .loader import *
+_all_ = ['Pix2pixDL']   # at home in `loader`, importable from here as before
 from .images import *
 from .samples import *   # the sample datasets, importable from here too
 
 # %% auto #0
 __all__ = ['ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',
-           'Pix2pixDL', 'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
+           'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
            'UnpairedDataLoaders', 'unpaired_batch', 'domain_channels', 'DeepFile', 'DeepResizeCropFlip',
-           'deep_dataloaders']
+           'deep_dataloaders', 'Pix2pixDL']
 
 # %% ../nbs/03_data.ipynb #84163542
 class _LastFile:
@@ -183,63 +185,6 @@ class ToImage(Transform):
 # %% ../nbs/03_data.ipynb #207db54a
 pickle_transforms_by_function()   # process-wide, see `internals`
 
-# %% ../nbs/03_data.ipynb #6d1a4bfd
-def _loader_defaults(device, num_workers=None, **kwargs):
-    "The loaders' keyword arguments for `device`: pinned memory and one worker per core on CUDA, no workers on the CPU; workers kept across epochs"
-    kwargs.setdefault('pin_memory', device.type=='cuda')
-    n = ifnone(num_workers, defaults.cpus if device.type=='cuda' else 0)
-    kwargs.setdefault('persistent_workers', n > 0)
-    return dict(kwargs, num_workers=n)
-
-class Pix2pixDL(TfmdDL):
-    "`TfmdDL` whose batches go to the device with a non-blocking copy (from pinned memory on CUDA), from workers kept across epochs if `persistent_workers`"
-    def __iter__(self):
-        # fastai's `DataLoader.__iter__` but for `non_blocking` (the copy overlaps with the host's work) and persistent workers
-        self.randomize(); self.before_iter()
-        for b in self._batches():
-            if self.pin_memory and type(b) == list: b = tuple(b)
-            if self.device is not None: b = to_device(b, self.device, non_blocking=True)
-            yield self.after_batch(b)
-        self.after_iter()
-        if hasattr(self, 'it'): del(self.it)
-
-    def _batches(self):
-        "This epoch's batches before `after_batch`: from persistent workers if asked, else as fastai makes them (new workers each epoch)"
-        fl = self.fake_l
-        if not (fl.num_workers and fl.persistent_workers and self.indexed): return raw_batches(self)
-        if self.__dict__.get('_workers') is None:
-            # the epoch's batches of item indices are made here and sent to the workers, which keep their copy of the loader
-            self._order = []   # PyTorch's sampler: a list refilled each epoch
-            self._workers = torch.utils.data.DataLoader(_Batches(self), batch_size=None, sampler=self._order, collate_fn=_as_is,
-                num_workers=fl.num_workers, pin_memory=fl.pin_memory, timeout=fl.timeout, persistent_workers=True, worker_init_fn=_init_worker)
-        self._order[:] = self.chunkify(self.get_idxs())
-        return kept_iterator(iter(self._workers))
-
-    def __getstate__(self):
-        "Pickled (by `export`, or for spawned workers) without the worker processes"
-        return {k: v for k, v in self.__dict__.items() if k not in ('_workers', '_order')}
-
-    def create_batch(self, b):
-        "fastai's collation, but uint8 images stay channels last, as `ResizeCropFlip` leaves them: transposed once, in `IntToSignedFloat`"
-        if self.prebatched or not all(isinstance(it, tuple) and all(map(_channels_last_uint8, it)) for it in b): return super().create_batch(b)
-        return tuple(type(xs[0])(torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)) for xs in zip(*b))
-
-def _channels_last_uint8(x):
-    "Whether `x` is a (C, H, W) uint8 image tensor whose channels are innermost in memory"
-    return isinstance(x, TensorImage) and x.dtype == torch.uint8 and x.ndim == 3 and x.stride(0) == 1
-
-class _Batches(torch.utils.data.Dataset):
-    "fastai loader `dl` as a dataset of batches: a list of item indices -> their collated batch (skipped items left out)"
-    def __init__(self, dl): self.dl = dl
-    def __getitem__(self, idxs): return self.dl.do_batch([o for o in map(self.dl.do_item, idxs) if o is not None])
-
-def _init_worker(worker_id):
-    "Start a worker as fastai does: one thread, the worker's own seed, the loader's `wif`"
-    info = torch.utils.data.get_worker_info()
-    torch.set_num_threads(1); set_seed(info.seed); info.dataset.dl.wif()
-
-def _as_is(b): return b
-
 # %% ../nbs/03_data.ipynb #13d21aab
 class IntToSignedFloat(DisplayedTransform):
     "Integer image batches to float32 in [-1, 1], as fastai's `IntToFloatTensor` then `Normalize.from_stats(0.5, 0.5)` but in one transform on plain tensors"
@@ -300,7 +245,7 @@ class Pix2pixDataLoaders(DataLoaders):
         dblock.splitter = (IndexSplitter(list(range(len(trn), len(trn)+len(val)))) if use_valid
                            else RandomSplitter(ifnone(valid_pct, 0.2), seed=seed))
         device = torch.device(ifnone(device, default_device()))
-        kwargs = _loader_defaults(device, num_workers, **kwargs)
+        kwargs = loader_defaults(device, num_workers, **kwargs)
         dls = dblock.dataloaders(trn+val, path=path, bs=bs, device=device, **kwargs)
         if not len(dls.train): raise ValueError(f"No training batch: {len(dls.train_ds)} training pairs for bs={bs}")
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=out_ch, load_size=load_size,
@@ -385,7 +330,7 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
         if check: check_images([f for o in trn+val for f in o], aligned=False)
         tls = [_domain(t, v, ch, load_size, crop_size) for t,v,ch in zip(trn, val, (in_ch, out_ch))]
         device = torch.device(ifnone(device, default_device()))
-        kwargs = _loader_defaults(device, num_workers, **kwargs)
+        kwargs = loader_defaults(device, num_workers, **kwargs)
         dls = Datasets(tls=tls, n_inp=2).dataloaders(bs=bs, path=path, device=device,
             dl_type=UnpairedDL, after_item=ToTensor(), after_batch=IntToSignedFloat(), **kwargs)
         if not len(dls.train): raise ValueError(f"No training batch: {len(trn[0])} A images in {path/(train+'A')} for bs={bs}, "

@@ -79,12 +79,12 @@ def test_new_empty_keeps_attributes(tmp_path):
 
 def test_batches_copied_to_the_device_without_blocking(tmp_path, monkeypatch):
     "Same batches as fastai's own `TfmdDL` (same shuffle and augmentation), copied with `non_blocking=True`"
-    import gan_callbacks.data as data
+    import gan_callbacks.loader as loader
     from fastai.data.core import TfmdDL
     dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path, n_train=6), load_size=18, crop_size=16, bs=2, seed=0)
     assert type(dls.train) is type(dls.valid) is Pix2pixDL
-    calls, to_device = [], data.to_device
-    monkeypatch.setattr(data, 'to_device', lambda b, device, **kw: calls.append(kw) or to_device(b, device, **kw))
+    calls, to_device = [], loader.to_device
+    monkeypatch.setattr(loader, 'to_device', lambda b, device, **kw: calls.append(kw) or to_device(b, device, **kw))
     ref = dls.train.new(cls=TfmdDL)
     assert type(ref) is TfmdDL
     def epoch(dl):
@@ -310,7 +310,7 @@ def test_general_path_for_other_images():
 def test_workers_default(tmp_path):
     "No workers on the CPU; on CUDA one per core, pinned memory, and workers kept across epochs"
     from fastai.torch_core import defaults
-    from gan_callbacks.data import _loader_defaults
+    from gan_callbacks.loader import loader_defaults
     root = make_aligned(tmp_path)
     for cls, r in ((Pix2pixDataLoaders, root), (UnpairedDataLoaders, make_domains(tmp_path/'u'))):
         for dl in cls.from_folder(r, load_size=14, crop_size=12, device='cpu').loaders:
@@ -318,9 +318,9 @@ def test_workers_default(tmp_path):
         fl = cls.from_folder(r, load_size=14, crop_size=12, device='cpu', num_workers=1).train.fake_l
         assert fl.num_workers == 1 and fl.persistent_workers
     n = defaults.cpus
-    assert _loader_defaults(torch.device('cuda')) == dict(num_workers=n, pin_memory=True, persistent_workers=n > 0)
-    assert _loader_defaults(torch.device('cuda'), 2, pin_memory=False) == dict(num_workers=2, pin_memory=False, persistent_workers=True)
-    assert _loader_defaults(torch.device('cpu')) == dict(num_workers=0, pin_memory=False, persistent_workers=False)
+    assert loader_defaults(torch.device('cuda')) == dict(num_workers=n, pin_memory=True, persistent_workers=n > 0)
+    assert loader_defaults(torch.device('cuda'), 2, pin_memory=False) == dict(num_workers=2, pin_memory=False, persistent_workers=True)
+    assert loader_defaults(torch.device('cpu')) == dict(num_workers=0, pin_memory=False, persistent_workers=False)
 
 class Touch:
     "Touch a file named by this process's PID in `folder` (picklable, unlike a local function)"
