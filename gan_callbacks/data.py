@@ -15,9 +15,9 @@ from fastcore.basics import store_attr, ifnone, basic_repr
 from fastai.vision.all import *
 from .internals import pickle_transforms_by_function
 from .loader import *
-_all_ = ['Pix2pixDL']   # at home in `loader`, importable from here as before
 from .images import *
 from .samples import *   # the sample datasets, importable from here too
+_all_ = ['Pix2pixDL']   # at home in `loader`, importable from here as before
 
 # %% auto #0
 __all__ = ['ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',

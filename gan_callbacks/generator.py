@@ -29,6 +29,7 @@ def paper_test_mode(model):
         except BaseException: _put_back(bns, modes); raise   # a Ctrl-C landing in the middle still leaves the model whole
 
 def _put_back(bns, modes):
+    "Undo `paper_test_mode`: BatchNorm back on its running statistics, every layer back in its mode"
     for m in bns: m.track_running_stats = True
     for m, t in modes: m.train(t)
 

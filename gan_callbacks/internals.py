@@ -134,7 +134,8 @@ class DeviceSmoothLoss(AvgSmoothLoss):
 
 def smooth_on_device(rec):
     "Make `Recorder` `rec` smooth the training loss where the loss is: its per-batch history stays there until `history_to_host`"
-    if type(rec.smooth_loss) is AvgSmoothLoss: become(rec.smooth_loss, DeviceSmoothLoss)   # fastai: `Recorder.after_batch` accumulates `smooth_loss` and appends its `value` to `losses`
+    # fastai: `Recorder.after_batch` accumulates `smooth_loss` and appends its `value` to `losses`
+    if type(rec.smooth_loss) is AvgSmoothLoss: become(rec.smooth_loss, DeviceSmoothLoss)
 
 def history_to_host(rec, back=False):
     "Move `Recorder` `rec`'s per-batch losses and smoothed loss to the host in one transfer; `back`: fastai's own smoothing again"

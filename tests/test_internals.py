@@ -188,7 +188,7 @@ def test_recorder_history_round_trip():
     assert len(other.recorder.values) == 1 and len(other.recorder.losses) == 2
 
 class OnDevice(Callback):
-    "Smooths on the device as the trainer does; notes, per batch, whether the Recorder's new loss stayed off the host path"
+    "Smooths on the device as the trainer does, noting the Recorder's smoothing class at each training batch"
     order = 45   # before `Recorder`
     def before_fit(self): self.kinds = []; I.smooth_on_device(self.recorder)
     def after_batch(self):
