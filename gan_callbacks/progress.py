@@ -24,6 +24,8 @@ class _TableLines:
         print(line, flush=True)
     def update(self, val): pass
     def on_iter_end(self): pass
+    def update_graph(self, *args, **kwargs): pass   # graphs (fastai's `ShowGraphCallback`) need a notebook, as on fastprogress's console
+    def show_imgs(self, *args, **kwargs): pass
 
 def _can_draw_bars(): return IN_NOTEBOOK or sys.stdout.isatty()
 

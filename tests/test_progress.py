@@ -82,3 +82,12 @@ def test_bars_when_asked():
     learn.progress.bars = True
     with learn.no_logging(): learn.fit(1, 1e-3)
     assert learn.progress.show and hasattr(learn.progress, 'pbar')
+
+
+def test_show_graph_off_a_terminal(capsys):
+    "fastai's `ShowGraphCallback` trains along (the graph itself needs a notebook, as with fastprogress on a console)"
+    from fastai.callback.progress import ShowGraphCallback
+    learn = pix2pix_learner(tiny_dls(), generator=G(), cbs=ShowGraphCallback())
+    learn.fit(2, 1e-3)
+    assert [l.split()[0] for l in capsys.readouterr().out.splitlines()[1:]] == ['0', '1']
+    assert len(learn.recorder.losses) == 4 and all(l.device.type == 'cpu' for l in learn.recorder.losses)
