@@ -139,9 +139,9 @@ def smooth_on_device(rec):
 
 def history_to_host(rec, back=False):
     "Move `Recorder` `rec`'s per-batch losses and smoothed loss to the host in one transfer; `back`: fastai's own smoothing again"
-    idx = [i for i, l in enumerate(rec.losses) if isinstance(l, torch.Tensor) and l.device.type != 'cpu']
-    if idx:
-        for i, l in zip(idx, torch.stack([rec.losses[i] for i in idx]).cpu().unbind(0)): rec.losses[i] = l
+    ls, i = rec.losses, len(rec.losses)
+    while i and isinstance(ls[i-1], torch.Tensor) and ls[i-1].device.type != 'cpu': i -= 1   # those on the device: the newest
+    if i < len(ls): ls[i:] = torch.stack(ls[i:]).cpu().unbind(0)
     sm = rec.smooth_loss
     if isinstance(getattr(sm, 'val', None), torch.Tensor): sm.val = sm.val.cpu()
     if back and type(sm) is DeviceSmoothLoss: object.__setattr__(sm, '__class__', AvgSmoothLoss)
