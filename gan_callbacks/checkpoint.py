@@ -66,6 +66,10 @@ def _plain(o):
     if isinstance(o, (np.ndarray, np.generic)): return o.tolist()
     return o
 
+def _resumable(learn):
+    "`learn`'s callbacks whose state a checkpoint keeps: those with `resume_state()` and `load_resume_state(state)` (`KeepBest`, `EarlyStop`)"
+    return [cb for cb in learn.cbs if callable(getattr(type(cb), 'resume_state', None))]
+
 def checkpoint_state(learn:Learner, interrupted:dict|None=None):
     "All that is needed to continue `learn`'s fit after its current epoch (`interrupted`: where a partial epoch stopped)"
     t, scaler = find_trainer(learn), learn.__dict__.get('scaler')   # the latter: fastai's `MixedPrecision`
@@ -74,7 +78,8 @@ def checkpoint_state(learn:Learner, interrupted:dict|None=None):
                        train_iter=learn.train_iter, model=unwrap(learn.model).state_dict(), opt=learn.opt.state_dict(),
                        scaler=scaler.state_dict() if isinstance(scaler, torch.amp.GradScaler) else None,
                        trainer=None if t is None else t.state_dict(), recorder=recorder_history(getattr(learn, 'recorder', None)),
-                       hps=getattr(sched, 'hps', None), rng=rng_states(learn.dls), interrupted=interrupted))
+                       hps=getattr(sched, 'hps', None), rng=rng_states(learn.dls), interrupted=interrupted,
+                       callbacks={cb.name: cb.resume_state() for cb in _resumable(learn)}))
 
 # %% ../nbs/05_checkpoint.ipynb #6e5390c0
 def is_checkpoint(o) -> bool:
@@ -242,7 +247,7 @@ class GANCheckpoint(StateDictCallback):
             warnings.warn(f"{fn.name} was saved in the middle of epoch {ck['epoch'] + 1}: it is done again from its start, "
                           "with the weights of the interruption (not the same as an uninterrupted run)")
         if ck['epoch'] + 1 >= n_epochs: warnings.warn(f"{fn.name} holds the fit's last epoch: nothing left to train")
-        self._pending = {k: ck[k] for k in ('rng', 'recorder', 'hps', 'train_iter')}
+        self._pending = {k: ck.get(k) for k in ('rng', 'recorder', 'hps', 'train_iter', 'callbacks')}
         self.resumed_from = fn
         return {'epoch': ck['epoch'] + 1}   # skip the done epochs, as `fit(start_epoch=...)` does
 
@@ -259,7 +264,7 @@ class GANCheckpoint(StateDictCallback):
         if self._pending: self._restore_loop()
 
     def _restore_loop(self):
-        "Random states, `train_iter`, the `Recorder`'s history and the `ParamScheduler`'s, as saved"
+        "Random states, `train_iter`, the histories of the `Recorder` and the `ParamScheduler`, and the trackers' state, as saved"
         p, learn = self._pending, self.learn
         self._pending = None
         set_rng_states(p['rng'], learn.dls)
@@ -268,6 +273,10 @@ class GANCheckpoint(StateDictCallback):
         if rec is not None and r is not None: set_recorder_history(rec, r)
         sched = first(cb for cb in learn.cbs if isinstance(cb, ParamScheduler))
         if sched is not None and p['hps']: sched.hps = {k: list(v) for k, v in p['hps'].items()}
+        for cb in _resumable(learn):   # after their `before_fit`, which starts them afresh
+            st = (p['callbacks'] or {}).get(cb.name)
+            if st is None: warnings.warn(f"The checkpoint holds no state for `{cb.name}`: it starts afresh")
+            else: cb.load_resume_state(st)
 
     def on_epoch_end(self, epoch, n_epochs, **kwargs):
         "Save after every `every` epochs and after the last one"

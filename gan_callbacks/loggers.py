@@ -154,6 +154,15 @@ class ValidateEvery(Callback):
 
 def _validated(cb): return not getattr(cb.recorder, 'cancel_valid', False)
 
+def _this_epoch(cb):
+    "(best, improved) of tracker `cb` once this epoch's validation is compared, changing nothing; `improved` is `None` if there is nothing (left) to compare"
+    # `GANCheckpoint` saves before the trackers' `after_epoch` (it must save even when `EarlyStop` ends the fit there)
+    if not _validated(cb) or getattr(cb, '_judged', None) == cb.epoch or len(cb.recorder.values) <= cb.epoch: return cb.best, None
+    val = cb.recorder.values[-1][cb.idx]
+    return (val, True) if cb.comp(val - cb.min_delta, cb.best) else (cb.best, False)
+
+def _host_copy(model): return {k: v.detach().to('cpu', copy=True) for k, v in unwrap(model).state_dict().items()}
+
 class KeepBest(TrackerCallback):
     "Keep a copy of the model's weights at its best validation of `monitor` (`best_epoch`, `best`); `export_best` writes it as `learn.export` does"
     order = TrackerCallback.order + 1
@@ -168,9 +177,21 @@ class KeepBest(TrackerCallback):
     def after_epoch(self):
         if not _validated(self): return   # no validation this epoch: nothing to compare
         super().after_epoch()
+        self._judged = self.epoch
         if self.new_best:   # a copy on the host, once per improvement
-            self.best_epoch = self.epoch
-            self.best_state = {k: v.detach().to('cpu', copy=True) for k, v in unwrap(self.learn.model).state_dict().items()}
+            self.best_epoch, self.best_state = self.epoch, _host_copy(self.learn.model)
+
+    def resume_state(self):
+        "What a checkpoint saved now keeps: the best after this epoch; its weights only if they are not the checkpoint's own"
+        best, improved = _this_epoch(self)
+        if improved: return dict(best=best, best_epoch=self.epoch, best_state=None, best_is_model=True)
+        return dict(best=best, best_epoch=self.best_epoch, best_state=self.best_state, best_is_model=False)
+
+    def load_resume_state(self, st):
+        "Continue from `resume_state()`, the checkpoint's weights loaded"
+        self.best, self.best_epoch = st['best'], st['best_epoch']
+        w = st['best_state']
+        self.best_state = _host_copy(self.learn.model) if st['best_is_model'] else None if w is None else {k: v.cpu() for k, v in w.items()}
 
     def export_best(self, fname):
         "`learn.export(fname)` with the best weights, the model keeping its own afterwards"
@@ -186,5 +207,12 @@ class KeepBest(TrackerCallback):
 class EarlyStop(EarlyStoppingCallback):
     "fastai's `EarlyStoppingCallback` counting validations, not epochs: stop after `patience` validations without improvement"
     def after_epoch(self):
-        if _validated(self): super().after_epoch()
+        if _validated(self): self._judged = self.epoch; super().after_epoch()
+
+    def resume_state(self):
+        "What a checkpoint saved now keeps: the best and the count of validations without improvement, after this epoch"
+        best, improved = _this_epoch(self)
+        return dict(best=best, wait=self.wait if improved is None else 0 if improved else self.wait + 1)
+
+    def load_resume_state(self, st): self.best, self.wait = st['best'], st['wait']
 

@@ -438,3 +438,25 @@ def test_random_bytes_are_named_without_torch_s_advice(tmp_path):
     (tmp_path/'random.pth').write_bytes(os.urandom(5000))
     with pytest.raises(CheckpointError) as e: load_checkpoint(learn, tmp_path/'random.pth')
     assert 'random.pth: it is truncated or corrupt' in str(e.value) and 'weights_only' not in str(e.value)
+
+
+def test_keep_best_and_early_stop_resume_as_uninterrupted(tmp_path):
+    "The best weights and the patience count survive an interrupt, whether the best is the checkpoint's own epoch or an earlier one"
+    import numpy as np
+    from fastai.metrics import ValueMetric
+    from gan_callbacks.loggers import KeepBest, EarlyStop
+    scores = [0.5, 0.3, 0.6, 0.4]   # best at epoch 1; epochs 2 and 3 do not improve
+    def fit(path, interrupt=None, resume=False):
+        learn = make_learner(path)
+        learn.metrics = [ValueMetric(lambda: scores[learn.epoch], 'score')]
+        keep, stop = KeepBest('score', comp=np.less), EarlyStop('score', comp=np.less, patience=3)
+        cbs = [GANCheckpoint(resume=resume), keep, stop] + ([Interrupt(epoch=interrupt, batch=1)] if interrupt is not None else [])
+        run(learn, cbs=cbs)
+        return keep, stop
+    keep0, stop0 = fit(tmp_path/'ref')
+    assert keep0.best_epoch == 1 and keep0.best == 0.3 and stop0.wait == 2
+    for at in (2, 3):   # resumed from epoch 1 (the best: the checkpoint's own weights), from epoch 2 (the best kept apart)
+        with pytest.raises(KeyboardInterrupt): fit(tmp_path/str(at), interrupt=at)
+        keep, stop = fit(tmp_path/str(at), resume=True)
+        assert (keep.best_epoch, keep.best, stop.best, stop.wait) == (1, 0.3, 0.3, 2)
+        assert_same(keep.best_state, keep0.best_state)
