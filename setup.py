@@ -28,6 +28,7 @@ docs_requirements = shlex.split(cfg.get('docs_requirements', ''))
 app_requirements = shlex.split(cfg.get('app_requirements', ''))
 tensorboard_requirements = shlex.split(cfg.get('tensorboard_requirements', ''))
 wandb_requirements = shlex.split(cfg.get('wandb_requirements', ''))
+png_requirements = shlex.split(cfg.get('png_requirements', ''))
 console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
@@ -45,7 +46,8 @@ setuptools.setup(
     include_package_data=True,
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'onnx': onnx_requirements, 'docs': docs_requirements, 'app': app_requirements,
-                    'tensorboard': tensorboard_requirements, 'wandb': wandb_requirements},
+                    'tensorboard': tensorboard_requirements, 'wandb': wandb_requirements,
+                    'png': png_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + min_python,
     long_description=open('README.md', encoding='utf-8').read(),

@@ -59,6 +59,24 @@ try: from torchvision.io import decode_jpeg, decode_png
 except ImportError: decode_jpeg = decode_png = None   # gone from a future torchvision: Pillow decodes everything
 # torchvision 0.29 deprecates its decoders in favour of TorchCodec, warning at every call; they still give Pillow's pixels
 warnings.filterwarnings('ignore', 'The image decoding and encoding capabilities of TorchVision are deprecated', DeprecationWarning)
+try: import pyspng   # optional, `pip install gan_callbacks[png]`: libspng decodes a PNG in about 2/3 of libpng's time
+except ImportError: pyspng = None
+
+def _tensor_decoder(decode):
+    "torchvision's `decode` of bytes"
+    return None if decode is None else lambda data: decode(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+
+def _spng(data):
+    "PNG bytes as a (C, H, W) uint8 tensor, with libspng: channels innermost in memory, as the augmentation wants them"
+    a = torch.from_numpy(pyspng.load(bytes(data)))
+    return (a[..., None] if a.ndim == 2 else a).permute(2, 0, 1)
+
+def _png_chunks(data):
+    "The chunk types of PNG bytes `data` before the pixels"
+    i, res = 8, set()
+    while i + 8 <= len(data) and (k := bytes(data[i+4:i+8])) != b'IDAT':
+        res.add(k); i += 12 + int.from_bytes(data[i:i+4], 'big')
+    return res
 
 def _jpeg_frame(data):
     "(width, height, components, bits) from the frame header of JPEG bytes `data`, or `None`"
@@ -74,19 +92,21 @@ def _jpeg_frame(data):
 def _decoded(data, size=None):
     "JPEG or PNG bytes `data` as a (C, H, W) uint8 tensor where torchvision gives Pillow's pixels, else `None`"
     if data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 26:
-        n,decode = ({0:1, 2:3, 6:4}.get(data[25]) if data[24] == 8 else None),decode_png   # 8-bit gray, RGB, RGBA
+        n = {0:1, 2:3, 6:4}.get(data[25]) if data[24] == 8 else None   # 8-bit gray, RGB, RGBA
+        if n is not None and b'tRNS' in _png_chunks(data): return None   # a transparent colour: Pillow's alpha channel
+        decode = _spng if pyspng is not None else _tensor_decoder(decode_png)
     elif data[:3] == b'\xff\xd8\xff' and (f := _jpeg_frame(data)):
         if size is not None and min(f[0]//size[0], f[1]//size[1]) >= 2: return None   # Pillow's reduced-scale decode
-        n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),decode_jpeg
+        n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),_tensor_decoder(decode_jpeg)
     else: return None
     if n is None or decode is None: return None
-    t = decode(torch.frombuffer(data, dtype=torch.uint8))
+    t = decode(data)
     return t if t.shape[0] == n and t.dtype == torch.uint8 else None
 
 def decode_file(fn, size=None):
     "Image file `fn` in its own mode: a (C, H, W) uint8 tensor for 8-bit JPEGs and PNGs (Pillow's values), else a PIL image; `size`: see `_load`"
     try:
-        with open(fn, 'rb') as f: data = bytearray(f.read())
+        with open(fn, 'rb') as f: data = f.read()
         t = _decoded(data, size)
         return _load(io.BytesIO(data), size) if t is None else t
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e

@@ -680,12 +680,20 @@ def test_unpaired_epoch_is_the_larger_domain(tmp_path):
     ('rgb.jpg', 'RGB', dict(quality=90), True), ('gray.jpg', 'L', {}, True), ('prog.jpg', 'RGB', dict(progressive=True), True),
     ('sub.jpg', 'RGB', dict(subsampling=0, quality=75), True),
     ('pal.png', 'P', {}, False), ('la.png', 'LA', {}, False), ('one.png', '1', {}, False), ('cmyk.jpg', 'CMYK', {}, False),
-    ('rgb.bmp', 'RGB', {}, False)])
-def test_decode_file_gives_pillows_pixels(tmp_path, name, mode, kw, fast):
-    """`decode_file` decodes 8-bit gray/RGB/RGBA JPEGs and PNGs to tensors (torchvision) and leaves every other file to
-    Pillow; either way `in_mode` gives exactly Pillow's pixels in every mode the loaders ask for"""
-    fn = tmp_path/name
-    smooth(24, 40).convert(mode).save(fn, **kw)
+    ('rgb.bmp', 'RGB', {}, False), ('gamma.png', 'RGB', 'gamma', True), ('trns.png', 'RGB', 'trns', False)])
+@pytest.mark.parametrize('png', ['libspng', 'torchvision'])
+def test_decode_file_gives_pillows_pixels(tmp_path, monkeypatch, name, mode, kw, fast, png):
+    """`decode_file` decodes 8-bit gray/RGB/RGBA JPEGs and PNGs to tensors (torchvision, or libspng for PNGs) and leaves
+    every other file to Pillow; either way `in_mode` gives exactly Pillow's pixels in every mode the loaders ask for"""
+    import gan_callbacks.images as images
+    if png == 'libspng': assert images.pyspng is not None, 'pyspng (a dev requirement) is not installed'
+    else: monkeypatch.setattr(images, 'pyspng', None)
+    fn, im = tmp_path/name, smooth(24, 40).convert(mode)
+    if kw == 'gamma':   # a gAMA chunk: Pillow, like both decoders, leaves the values as stored
+        from PIL.PngImagePlugin import PngInfo
+        kw = dict(pnginfo=PngInfo()); kw['pnginfo'].add(b'gAMA', (45455).to_bytes(4, 'big'))
+    if kw == 'trns': kw = dict(transparency=im.getpixel((0, 0)))   # that colour becomes transparent in Pillow's RGBA
+    im.save(fn, **kw)
     x = decode_file(fn)
     assert isinstance(x, torch.Tensor) == fast
     pil = Image.open(fn)
