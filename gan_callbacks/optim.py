@@ -18,7 +18,20 @@ __all__ = ['NumberHypers', 'pix2pix_adam', 'linear_decay_schedule']
 class NumberHypers(OptimWrapper):
     "fastai's `OptimWrapper` whose `hypers` are the numbers only: PyTorch's switches (`foreach=None`, `fused`, ...) are no hyper-parameters, and loggers write each one as a number"
     @property
-    def hypers(self): return [{k: v for k, v in h.items() if isinstance(v, (int, float)) and not isinstance(v, bool)} for h in super().hypers]
+    def hypers(self): return [_numbers(pg, self.fwd_map) for pg in self.opt.param_groups]   # read several times a batch
+
+def _number(v): return isinstance(v, (int, float)) and not isinstance(v, bool)
+
+def _numbers(pg, names):
+    "The numbers of PyTorch param group `pg` by their fastai `names`, tuples spread as fastai's `detuplify_pg` does (`betas` -> `mom`, `sqr_mom`)"
+    res = {}
+    for k, v in pg.items():
+        if k == 'params': continue
+        if isinstance(v, (tuple, list)):
+            for i, x in enumerate(v):
+                if _number(x): res[names.get(f'{k}__{i}', f'{k}__{i}')] = x
+        elif _number(v): res[names.get(k, k)] = v
+    return res
 
 def pix2pix_adam(params, lr=2e-4, mom=0.5, sqr_mom=0.999, eps=1e-8, wd=0., fused=True):
     "The papers' Adam as a fastai optimizer, on PyTorch's fused kernel (falls back to foreach where fused is unsupported)"
