@@ -48,6 +48,10 @@ class Pix2pixDL(TfmdDL):
         "Pickled (by `export`, or for spawned workers) without the worker processes"
         return {k: v for k, v in self.__dict__.items() if k not in ('_workers', '_order')}
 
+    def new(self, dataset=None, cls=None, **kwargs):
+        "fastai's `new` (`test_dl`, `dls.new`), keeping `persistent_workers` as fastai's keeps `num_workers`"
+        return super().new(dataset, cls, **{'persistent_workers': self.fake_l.persistent_workers, **kwargs})
+
     def create_batch(self, b):
         "fastai's collation, but uint8 images stay channels last, as `ResizeCropFlip` leaves them: transposed once, in `IntToSignedFloat`"
         if self.prebatched or not all(isinstance(it, tuple) and all(map(_channels_last_uint8, it)) for it in b): return super().create_batch(b)

@@ -345,6 +345,7 @@ def test_workers_persist_across_epochs(tmp_path):
         assert len(list(starts.iterdir())) == started
         assert sum(len(b[0]) for b in dls.train) == 4   # every training item, once per epoch
         assert pickle.loads(pickle.dumps(dls.valid)).one_batch()[0].shape == (2, 3, 16, 16)   # pickled without its workers
+        assert dls.valid.new(bs=1).fake_l.persistent_workers == persist   # `test_dl` and `new` keep the choice
 
 # ---------------------------------------------------------------- bad data
 
