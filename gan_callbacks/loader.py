@@ -81,7 +81,7 @@ class _Packed:
         meta = [(type(t), v.shape, _channels_last(t), dict(t.__dict__)) for t, v in zip(b, views)]
         return cls(torch.cat([v.as_subclass(Tensor).reshape(-1) for v in views]), meta)
 
-    def pin_memory(self): self.flat = self.flat.pin_memory(); return self   # PyTorch's pinning thread calls it
+    def pin_memory(self, *args): self.flat = self.flat.pin_memory(); return self   # called by PyTorch's pinning thread (some versions pass the device)
 
     def unpack(self):
         "The batch as it was packed: views into the flat tensor, with their types, layouts and metadata"
