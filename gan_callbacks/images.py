@@ -63,8 +63,9 @@ try: import pyspng   # optional, `pip install gan_callbacks[png]`: libspng decod
 except ImportError: pyspng = None
 
 def _tensor_decoder(decode):
-    "torchvision's `decode` of bytes"
+    "torchvision's `decode` taking bytes (`None` without it)"
     return None if decode is None else lambda data: decode(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+_jpeg, _png = _tensor_decoder(decode_jpeg), _tensor_decoder(decode_png)
 
 def _spng(data):
     "PNG bytes as a (C, H, W) uint8 tensor, with libspng: channels innermost in memory, as the augmentation wants them"
@@ -94,10 +95,10 @@ def _decoded(data, size=None):
     if data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 26:
         n = {0:1, 2:3, 6:4}.get(data[25]) if data[24] == 8 else None   # 8-bit gray, RGB, RGBA
         if n is not None and b'tRNS' in _png_chunks(data): return None   # a transparent colour: Pillow's alpha channel
-        decode = _spng if pyspng is not None else _tensor_decoder(decode_png)
+        decode = _spng if pyspng is not None else _png
     elif data[:3] == b'\xff\xd8\xff' and (f := _jpeg_frame(data)):
         if size is not None and min(f[0]//size[0], f[1]//size[1]) >= 2: return None   # Pillow's reduced-scale decode
-        n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),_tensor_decoder(decode_jpeg)
+        n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),_jpeg
     else: return None
     if n is None or decode is None: return None
     t = decode(data)

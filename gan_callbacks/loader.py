@@ -77,8 +77,9 @@ class _Packed:
     def of(cls, b):
         "`b` packed, or `b` itself if it is not a tuple of tensors of one dtype"
         if not (isinstance(b, tuple) and b and all(isinstance(t, Tensor) for t in b) and len({t.dtype for t in b}) == 1): return b
-        views = [t.permute(0, 2, 3, 1) if _channels_last(t) else t.contiguous() for t in b]   # each in its memory order: no transposition
-        meta = [(type(t), v.shape, _channels_last(t), dict(t.__dict__)) for t, v in zip(b, views)]
+        cl = [_channels_last(t) for t in b]
+        views = [t.permute(0, 2, 3, 1) if c else t.contiguous() for t, c in zip(b, cl)]   # each in its memory order: no transposition
+        meta = [(type(t), v.shape, c, dict(t.__dict__)) for t, v, c in zip(b, views, cl)]
         return cls(torch.cat([v.as_subclass(Tensor).reshape(-1) for v in views]), meta)
 
     def pin_memory(self, *args): self.flat = self.flat.pin_memory(); return self   # called by PyTorch's pinning thread (some versions pass the device)

@@ -189,9 +189,9 @@ class KeepBest(TrackerCallback):
 
     def load_resume_state(self, st):
         "Continue from `resume_state()`, the checkpoint's weights loaded"
-        self.best, self.best_epoch = st['best'], st['best_epoch']
-        w = st['best_state']
-        self.best_state = _host_copy(self.learn.model) if st['best_is_model'] else None if w is None else {k: v.cpu() for k, v in w.items()}
+        self.best, self.best_epoch, w = st['best'], st['best_epoch'], st['best_state']
+        if st['best_is_model']: w = _host_copy(self.learn.model)
+        self.best_state = None if w is None else {k: v.cpu() for k, v in w.items()}
 
     def export_best(self, fname):
         "`learn.export(fname)` with the best weights, the model keeping its own afterwards"

@@ -29,7 +29,7 @@ def _numbers(pg, names):
         if k == 'params': continue
         if isinstance(v, (tuple, list)):
             for i, x in enumerate(v):
-                if _number(x): res[names.get(f'{k}__{i}', f'{k}__{i}')] = x
+                if _number(x): n = f'{k}__{i}'; res[names.get(n, n)] = x
         elif _number(v): res[names.get(k, k)] = v
     return res
 
