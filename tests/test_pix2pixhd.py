@@ -1,0 +1,177 @@
+"pix2pixHD: the networks key for key the reference's, its losses, label-map data, and Pix2pixHDTrainer against a plain PyTorch loop."
+import pytest, torch
+import torch.nn.functional as F
+from torch import nn
+from gan_callbacks.hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator, hd_init
+
+
+def n_params(m): return sum(p.numel() for p in m.parameters())
+def shapes(m): return {k: tuple(v.shape) for k, v in m.state_dict().items()}
+
+
+# --- the networks, key for key the reference's (NVIDIA/pix2pixHD 14b3b3c, models/networks.py)
+
+# Parameter counts of the reference's networks at its defaults (label_nc 35 + 1 instance channel in, 3 out; D sees 39),
+# printed by running its models/networks.py: define_G(36, 3, 64, 'global'|'local', 4, 9, 1, 3, 'instance') and
+# define_D(39, 64, 3, 'instance', False, 2, getIntermFeat) (the same count with and without intermediate features).
+REF_GLOBAL, REF_LOCAL, REF_D = 182_546_755, 731_036_355, 5_603_202
+
+def ref_g_keys(in_ch, out_ch, ngf, n_down, n_blocks, prefix='model', last=True):
+    "The reference's `GlobalGenerator` layout (name -> shape), instance norm: one `model` Sequential"
+    ks = {f'{prefix}.1.weight': (ngf, in_ch, 7, 7), f'{prefix}.1.bias': (ngf,)}
+    i, c = 4, ngf
+    for _ in range(n_down):   # conv 3x3 stride 2, norm, ReLU
+        ks.update({f'{prefix}.{i}.weight': (2*c, c, 3, 3), f'{prefix}.{i}.bias': (2*c,)}); i, c = i + 3, 2*c
+    for _ in range(n_blocks):   # pad, conv, norm, ReLU, pad, conv, norm
+        for j in (1, 5): ks.update({f'{prefix}.{i}.conv_block.{j}.weight': (c, c, 3, 3), f'{prefix}.{i}.conv_block.{j}.bias': (c,)})
+        i += 1
+    for _ in range(n_down):   # transposed conv 3x3 stride 2, norm, ReLU
+        ks.update({f'{prefix}.{i}.weight': (c, c//2, 3, 3), f'{prefix}.{i}.bias': (c//2,)}); i, c = i + 3, c//2
+    if last: ks.update({f'{prefix}.{i+1}.weight': (out_ch, ngf, 7, 7), f'{prefix}.{i+1}.bias': (out_ch,)})   # pad, conv, Tanh
+    return ks
+
+def ref_local_keys(in_ch, out_ch, ngf, n_down, n_blocks, n_local, n_blocks_local):
+    "The reference's `LocalEnhancer` layout: the global `model` without its last conv, then `model{n}_1` and `model{n}_2`"
+    ks = ref_g_keys(in_ch, out_ch, ngf * 2**n_local, n_down, n_blocks, last=False)
+    for n in range(1, n_local + 1):
+        c = ngf * 2**(n_local - n)
+        ks.update({f'model{n}_1.1.weight': (c, in_ch, 7, 7), f'model{n}_1.1.bias': (c,),
+                   f'model{n}_1.4.weight': (2*c, c, 3, 3), f'model{n}_1.4.bias': (2*c,)})
+        for b in range(n_blocks_local):
+            for j in (1, 5): ks.update({f'model{n}_2.{b}.conv_block.{j}.weight': (2*c, 2*c, 3, 3), f'model{n}_2.{b}.conv_block.{j}.bias': (2*c,)})
+        i = n_blocks_local
+        ks.update({f'model{n}_2.{i}.weight': (2*c, c, 3, 3), f'model{n}_2.{i}.bias': (c,)})
+        if n == n_local: ks.update({f'model{n}_2.{i+4}.weight': (out_ch, ngf, 7, 7), f'model{n}_2.{i+4}.bias': (out_ch,)})
+    return ks
+
+def ref_d_chans(in_ch, ndf, n_layers):
+    "The (in, out) channels of the convolutions of one reference `NLayerDiscriminator`: capped at 512"
+    cs, nf = [(in_ch, ndf)], ndf
+    for _ in range(n_layers): cs.append((nf, min(nf*2, 512))); nf = min(nf*2, 512)
+    return cs + [(nf, 1)]
+
+def ref_d_keys(in_ch, ndf, n_layers, num_D, interm):
+    "The reference's `MultiscaleDiscriminator` layout: `scale{i}_layer{j}.0` with intermediate features, else `layer{i}.{k}`"
+    ks = {}
+    for i in range(num_D):
+        k = 0
+        for j, (a, b) in enumerate(ref_d_chans(in_ch, ndf, n_layers)):
+            name = f'scale{i}_layer{j}.0' if interm else f'layer{i}.{k}'
+            ks.update({f'{name}.weight': (b, a, 4, 4), f'{name}.bias': (b,)})
+            k += 2 if j == 0 else 3
+    return ks
+
+def test_reference_defaults_key_for_key():
+    "At the reference's defaults: its parameter counts, and its names and shapes written out from its layout"
+    with torch.device('meta'):   # no memory, no time: 731M parameters for the local enhancer
+        G, L = GlobalGenerator(36, 3), LocalEnhancer(36, 3)
+        Ds = [MultiscaleDiscriminator(39, get_interm_feat=f) for f in (True, False)]
+    assert (n_params(G), n_params(L)) == (REF_GLOBAL, REF_LOCAL)
+    assert [n_params(D) for D in Ds] == [REF_D, REF_D]
+    assert shapes(G) == ref_g_keys(36, 3, 64, 4, 9) and len(shapes(G)) == 56
+    assert shapes(L) == ref_local_keys(36, 3, 64, 4, 9, 1, 3) and len(shapes(L)) == 74
+    assert shapes(Ds[0]) == ref_d_keys(39, 64, 3, 2, True) and shapes(Ds[1]) == ref_d_keys(39, 64, 3, 2, False)
+    assert list(G.state_dict()) == list(ref_g_keys(36, 3, 64, 4, 9))   # the order too
+    assert (G.multiple, L.multiple) == (16, 32)
+
+@pytest.mark.parametrize('n_local', [1, 2])
+def test_small_layouts(n_local):
+    "Other sizes: more enhancers, batch norm (running statistics), more scales"
+    assert shapes(LocalEnhancer(5, 2, 4, 2, 1, n_local, 2)) == ref_local_keys(5, 2, 4, 2, 1, n_local, 2)
+    G = GlobalGenerator(5, 2, 4, 2, 1, norm='batch')
+    bn = [f'model.{i}' for i in (2, 5, 8, 12, 15)] + ['model.10.conv_block.2', 'model.10.conv_block.6']
+    bn_keys = {f'{m}.{k}' for m in bn for k in ('weight', 'bias', 'running_mean', 'running_var', 'num_batches_tracked')}
+    sd = shapes(G)
+    assert set(sd) - bn_keys == set(ref_g_keys(5, 2, 4, 2, 1)) and bn_keys <= set(sd)
+    assert all(G.state_dict()[k].abs().sum() > 0 for k in ('model.1.bias', 'model.4.bias'))   # biases kept with batch norm
+    assert shapes(MultiscaleDiscriminator(9, 4, 2, num_D=3)) == ref_d_keys(9, 4, 2, 3, True)
+
+# a forward written from the reference's layout with functional ops, on any state dict of that layout
+def _inorm(x): return F.instance_norm(x)
+
+def ref_global_forward(sd, x, n_down, n_blocks, prefix='model', last=True):
+    conv = lambda x, i, **kw: F.conv2d(x, sd[f'{prefix}.{i}.weight'], sd[f'{prefix}.{i}.bias'], **kw)
+    x = F.relu(_inorm(conv(F.pad(x, (3,)*4, mode='reflect'), 1)))
+    i = 4
+    for _ in range(n_down): x = F.relu(_inorm(conv(x, i, stride=2, padding=1))); i += 3
+    for _ in range(n_blocks):
+        w = lambda j: (sd[f'{prefix}.{i}.conv_block.{j}.weight'], sd[f'{prefix}.{i}.conv_block.{j}.bias'])
+        h = F.relu(_inorm(F.conv2d(F.pad(x, (1,)*4, mode='reflect'), *w(1))))
+        x = x + _inorm(F.conv2d(F.pad(h, (1,)*4, mode='reflect'), *w(5))); i += 1
+    for _ in range(n_down):
+        x = F.relu(_inorm(F.conv_transpose2d(x, sd[f'{prefix}.{i}.weight'], sd[f'{prefix}.{i}.bias'], stride=2, padding=1, output_padding=1))); i += 3
+    return torch.tanh(conv(F.pad(x, (3,)*4, mode='reflect'), i + 1)) if last else x
+
+def _pool(x): return F.avg_pool2d(x, 3, stride=2, padding=1, count_include_pad=False)
+
+def ref_local_forward(sd, x, n_down, n_blocks, n_local, n_blocks_local):
+    xs = [x]
+    for _ in range(n_local): xs.append(_pool(xs[-1]))
+    out = ref_global_forward(sd, xs[-1], n_down, n_blocks, last=False)
+    for n in range(1, n_local + 1):
+        w = lambda k: (sd[f'model{n}_{k}.weight'], sd[f'model{n}_{k}.bias'])
+        h = F.relu(_inorm(F.conv2d(F.pad(xs[n_local - n], (3,)*4, mode='reflect'), *w('1.1'))))
+        h = F.relu(_inorm(F.conv2d(h, *w('1.4'), stride=2, padding=1))) + out
+        for b in range(n_blocks_local):
+            g = F.relu(_inorm(F.conv2d(F.pad(h, (1,)*4, mode='reflect'), *w(f'2.{b}.conv_block.1'))))
+            h = h + _inorm(F.conv2d(F.pad(g, (1,)*4, mode='reflect'), *w(f'2.{b}.conv_block.5')))
+        out = F.relu(_inorm(F.conv_transpose2d(h, *w(f'2.{n_blocks_local}'), stride=2, padding=1, output_padding=1)))
+        if n == n_local: out = torch.tanh(F.conv2d(F.pad(out, (3,)*4, mode='reflect'), *w(f'2.{n_blocks_local + 4}')))
+    return out
+
+def ref_d_forward(sd, x, n_layers, num_D):
+    "Every layer's output of every scale, finest first, from the `scale{i}_layer{j}` weights"
+    res = []
+    for s in range(num_D):
+        i, feats, h = num_D - 1 - s, [], x
+        for j in range(n_layers + 2):
+            w, b = sd[f'scale{i}_layer{j}.0.weight'], sd[f'scale{i}_layer{j}.0.bias']
+            h = F.conv2d(h, w, b, stride=2 if j < n_layers else 1, padding=2)
+            if 0 < j <= n_layers: h = _inorm(h)
+            if j <= n_layers: h = F.leaky_relu(h, 0.2)
+            feats.append(h)
+        res.append(feats)
+        x = _pool(x)
+    return res
+
+def random_reference_file(keys, path, seed=0):
+    "A `latest_net_G.pth` as the reference saves it: a plain state dict, here random tensors of its shapes"
+    g = torch.Generator().manual_seed(seed)
+    sd = {k: torch.randn(s, generator=g) * 0.1 for k, s in keys.items()}
+    torch.save(sd, path)
+    return sd
+
+def test_reference_checkpoints_load_strictly_same_outputs(tmp_path):
+    "A file in the reference's layout loads strictly and gives what its layout computes: the image, every D feature"
+    x = torch.randn(2, 7, 32, 32)
+    sd = random_reference_file(ref_g_keys(7, 3, 4, 2, 2), tmp_path/'latest_net_G.pth')
+    G = GlobalGenerator(7, 3, 4, 2, 2); G.load_state_dict(torch.load(tmp_path/'latest_net_G.pth'), strict=True)
+    torch.testing.assert_close(G(x), ref_global_forward(sd, x, 2, 2), atol=1e-5, rtol=0)
+    sd = random_reference_file(ref_local_keys(7, 3, 4, 2, 1, 2, 1), tmp_path/'latest_net_G.pth')
+    L = LocalEnhancer(7, 3, 4, 2, 1, 2, 1); L.load_state_dict(torch.load(tmp_path/'latest_net_G.pth'), strict=True)
+    torch.testing.assert_close(L(x), ref_local_forward(sd, x, 2, 1, 2, 1), atol=1e-5, rtol=0)
+    sd = random_reference_file(ref_d_keys(10, 4, 2, 3, True), tmp_path/'latest_net_D.pth')
+    D = MultiscaleDiscriminator(10, 4, 2, num_D=3); D.load_state_dict(torch.load(tmp_path/'latest_net_D.pth'), strict=True)
+    y = torch.randn(2, 10, 64, 48)
+    out, ref = D(y), ref_d_forward(sd, y, 2, 3)
+    assert [len(o) for o in out] == [4, 4, 4]
+    for a, b in zip(out, ref):
+        for u, v in zip(a, b): torch.testing.assert_close(u, v, atol=1e-5, rtol=0)
+    flat = MultiscaleDiscriminator(10, 4, 2, num_D=3, get_interm_feat=False)
+    # without intermediate features the same weights under `layer{i}.{k}` give the last feature of each scale
+    ren = {}
+    for i in range(3):
+        for j, k in enumerate([0, 2, 5, 8]): ren[f'layer{i}.{k}.weight'], ren[f'layer{i}.{k}.bias'] = sd[f'scale{i}_layer{j}.0.weight'], sd[f'scale{i}_layer{j}.0.bias']
+    flat.load_state_dict(ren, strict=True)
+    for a, b in zip(flat(y), ref): torch.testing.assert_close(a[-1], b[-1], atol=1e-5, rtol=0); assert len(a) == 1
+
+def test_init_is_the_reference():
+    "Conv weights N(0, 0.02), conv biases PyTorch's default (not zeroed), BatchNorm weights N(1, 0.02) and biases 0"
+    torch.manual_seed(0)
+    G = GlobalGenerator(36, 3, 16, 2, 2, norm='batch')
+    w = torch.cat([m.weight.flatten() for m in G.modules() if isinstance(m, (nn.Conv2d, nn.ConvTranspose2d))])
+    assert abs(w.std().item() - 0.02) < 1e-3 and abs(w.mean().item()) < 1e-3
+    first = G.model[1]
+    assert first.bias.abs().max() > 0.01 and first.bias.abs().max() <= 1 / (36 * 49) ** 0.5   # PyTorch's U(-1/sqrt(fan_in), ...)
+    bn = [m for m in G.modules() if isinstance(m, nn.BatchNorm2d)]
+    assert all(m.bias.abs().sum() == 0 for m in bn) and abs(torch.cat([m.weight for m in bn]).mean().item() - 1) < 0.01
