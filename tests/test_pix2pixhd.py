@@ -175,3 +175,37 @@ def test_init_is_the_reference():
     assert first.bias.abs().max() > 0.01 and first.bias.abs().max() <= 1 / (36 * 49) ** 0.5   # PyTorch's U(-1/sqrt(fan_in), ...)
     bn = [m for m in G.modules() if isinstance(m, nn.BatchNorm2d)]
     assert all(m.bias.abs().sum() == 0 for m in bn) and abs(torch.cat([m.weight for m in bn]).mean().item() - 1) < 0.01
+
+
+# --- the losses
+
+from gan_callbacks.hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGG19Features, VGGLoss, vgg19_sha256_prefix
+
+def test_vgg_is_torchvision_layout_and_slices(tmp_path):
+    "torchvision's VGG19 file loads (names `features.N`, classifier ignored); the five features are its relu1_1 ... relu5_1"
+    import torchvision, warnings
+    tv = torchvision.models.vgg19(weights=None).eval()   # random weights, nothing downloaded
+    torch.save(tv.state_dict(), tmp_path/'vgg19.pth')
+    with pytest.warns(UserWarning, match=vgg19_sha256_prefix): vgg = VGG19Features.from_file(tmp_path/'vgg19.pth')
+    x = torch.randn(1, 3, 32, 32)
+    ref, h = [], x
+    for a, b in ((0, 2), (2, 7), (7, 12), (12, 21), (21, 30)):
+        h = tv.features[a:b](h); ref.append(h)
+    for u, v in zip(vgg(x), ref): torch.testing.assert_close(u, v)
+    fake, real = torch.randn(1, 3, 32, 32), torch.randn(1, 3, 32, 32)
+    want = sum(w * F.l1_loss(a, b) for w, a, b in zip((1/32, 1/16, 1/8, 1/4, 1), vgg(fake), vgg(real)))
+    torch.testing.assert_close(VGGLoss(vgg)(fake, real), want)
+    from safetensors.torch import save_file
+    save_file({k: v.contiguous() for k, v in tv.state_dict().items()}, tmp_path/'vgg19.safetensors')
+    torch.testing.assert_close(VGG19Features.from_file(tmp_path/'vgg19.safetensors')(x)[4], ref[4])
+    with pytest.raises(FileNotFoundError, match='vgg19-dcbb9e9d.pth'): VGG19Features.from_file(tmp_path/'none.pth')
+
+def test_gan_and_feature_matching_losses():
+    "Sum over scales of the last feature's loss; feature matching weights 4/(n_layers+1) x 1/num_D x lambda_feat"
+    D = MultiscaleDiscriminator(4, 4, n_layers=2, num_D=3)
+    pf, pr = D(torch.randn(2, 4, 32, 32)), D(torch.randn(2, 4, 32, 32))
+    torch.testing.assert_close(MultiscaleGANLoss()(pf, True), sum(((s[-1] - 1) ** 2).mean() for s in pf))
+    bce = sum(F.binary_cross_entropy(torch.sigmoid(s[-1]), torch.zeros_like(s[-1])) for s in pf)   # the reference's sigmoid + BCELoss
+    torch.testing.assert_close(MultiscaleGANLoss('vanilla')(pf, False), bce)
+    want = sum((4 / 3) * (1 / 3) * F.l1_loss(a, b) * 7. for s, t in zip(pf, pr) for a, b in zip(s[:-1], t[:-1]))
+    torch.testing.assert_close(FeatureMatchingLoss(7.)(pf, pr), want)
