@@ -209,3 +209,59 @@ def test_gan_and_feature_matching_losses():
     torch.testing.assert_close(MultiscaleGANLoss('vanilla')(pf, False), bce)
     want = sum((4 / 3) * (1 / 3) * F.l1_loss(a, b) * 7. for s, t in zip(pf, pr) for a, b in zip(s[:-1], t[:-1]))
     torch.testing.assert_close(FeatureMatchingLoss(7.)(pf, pr), want)
+
+
+# --- label-map data
+
+import numpy as np
+from PIL import Image
+from gan_callbacks.labels import get_edges, one_hot_labels, resize_nearest, LabelDataLoaders, sample_labels, photo_labels, ScaleWidthFlip, TensorLabels
+from fastai.vision.all import TensorImage
+
+def ref_get_edges(t):
+    "The reference's `get_edges`, written from its description: a pixel is on a boundary if it differs from a 4-neighbour"
+    e = np.zeros(t.shape, dtype=bool)
+    e[:, 1:] |= t[:, 1:] != t[:, :-1]; e[:, :-1] |= t[:, 1:] != t[:, :-1]
+    e[1:, :] |= t[1:, :] != t[:-1, :]; e[:-1, :] |= t[1:, :] != t[:-1, :]
+    return e
+
+def test_edges_one_hot_and_nearest_resize():
+    rng = np.random.default_rng(0)
+    t = rng.integers(0, 3, (1, 1, 9, 11)) * 1000 + rng.integers(0, 2, (1, 1, 9, 11))
+    assert (get_edges(torch.from_numpy(t))[0, 0].numpy() == ref_get_edges(t[0, 0])).all()
+    oh = one_hot_labels(torch.tensor([[[[0, 4], [2, 2]]]]), 5)
+    assert oh.shape == (1, 5, 2, 2) and (oh.argmax(1) == torch.tensor([[0, 4], [2, 2]])).all() and (oh.sum(1) == 1).all()
+    for _ in range(100):   # pixel for pixel Pillow's NEAREST, as the reference resizes label and instance maps
+        h, w = (int(v) for v in rng.integers(3, 120, 2)); W = int(rng.integers(3, 300)); H = max(1, int(W * h / w))
+        a = rng.integers(0, 40000, (h, w)).astype(np.int32)
+        assert (np.array(Image.fromarray(a).resize((W, H), Image.NEAREST)) == resize_nearest(torch.from_numpy(a), (H, W)).numpy()).all()
+
+def test_scale_width_and_one_flip(monkeypatch):
+    "Width to load_size, height int(load_size * h / w); one flip for label, instance and image"
+    ids = torch.arange(6 * 10, dtype=torch.int32).view(1, 6, 10).expand(2, 6, 10).contiguous()
+    im = torch.arange(6 * 10).view(1, 6, 10).expand(3, 6, 10).to(torch.uint8).contiguous()
+    tfm = ScaleWidthFlip(load_size=20, p_flip=1.)
+    lab, img = tfm((TensorLabels(ids), TensorImage(im)), split_idx=0)
+    assert lab.shape == (2, 12, 20) and img.shape == (3, 12, 20)
+    assert lab[0, 0, 0] == 9 and lab[0, 0, -1] == 0   # flipped, nearest
+    lab, img = tfm((TensorLabels(ids), TensorImage(im)), split_idx=1)   # validation: no flip
+    assert lab[0, 0, 0] == 0
+
+def test_label_dataloaders(tmp_path):
+    "The sample in the reference's folders: one-hot + boundary inputs, photos in [-1, 1]; bad ids named"
+    path = sample_labels(tmp_path/'s', n_train=6, n_valid=2, size=32, label_nc=5)
+    assert sorted(p.name for p in path.iterdir() if p.is_dir()) == ['train_img', 'train_inst', 'train_label', 'val_img', 'val_inst', 'val_label']
+    dls = LabelDataLoaders.from_folder(path, label_nc=5, load_size=32, bs=2, device='cpu')
+    assert (dls.in_ch, dls.out_ch, len(dls.train_ds), len(dls.valid_ds)) == (6, 3, 6, 2)
+    x, y = dls.valid.one_batch()
+    fn = sorted((path/'val_label').iterdir())[0]
+    ids = torch.from_numpy(np.array(Image.open(fn)).astype(np.int64))
+    inst = np.array(Image.open(path/'val_inst'/fn.name))
+    assert (x[0, :5].argmax(0) == ids).all() and (x[0, :5].sum(0) == 1).all()
+    assert (x[0, 5].numpy() == ref_get_edges(inst)).all()
+    assert y.min() >= -1 and y.max() <= 1 and y.shape == (2, 3, 32, 32)
+    dls = LabelDataLoaders.from_folder(path, label_nc=5, instance=False, load_size=16, bs=2, device='cpu')
+    assert dls.in_ch == 5 and dls.one_batch()[0].shape == (2, 5, 16, 16)
+    with pytest.raises(ValueError, match='not below label_nc=3'):
+        LabelDataLoaders.from_folder(path, label_nc=3, load_size=32, bs=2, device='cpu').one_batch()
+    with pytest.raises(FileNotFoundError, match='train_label'): LabelDataLoaders.from_folder(tmp_path, label_nc=5)
