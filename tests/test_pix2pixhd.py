@@ -265,3 +265,135 @@ def test_label_dataloaders(tmp_path):
     with pytest.raises(ValueError, match='not below label_nc=3'):
         LabelDataLoaders.from_folder(path, label_nc=3, load_size=32, bs=2, device='cpu').one_batch()
     with pytest.raises(FileNotFoundError, match='train_label'): LabelDataLoaders.from_folder(tmp_path, label_nc=5)
+
+
+# --- Pix2pixHDTrainer against a plain PyTorch loop written from the reference (pix2pixHD_model.py + train.py)
+
+import random, warnings
+from copy import deepcopy
+from fastai.basics import DataLoaders, Callback, set_seed
+from fastai.optimizer import SGD
+import fastai.callback.progress, fastai.callback.schedule   # Learner.no_bar, lr_find
+from gan_callbacks.optim import pix2pix_adam
+from gan_callbacks.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner, pix2pixhd_schedule
+from gan_callbacks.checkpoint import GANCheckpoint
+
+LABEL_NC = 4
+
+def hd_batches(n=3, bs=2, size=16, inst=True, seed=0):
+    "(one-hot labels [+ instance boundaries], photo) batches, as `LabelDataLoaders` makes them"
+    g = torch.Generator().manual_seed(seed)
+    res = []
+    for _ in range(n):
+        ids = torch.randint(0, LABEL_NC, (bs, 1, size, size), generator=g)
+        x = one_hot_labels(ids, LABEL_NC)
+        if inst: x = torch.cat([x, get_edges(torch.randint(0, 3, (bs, 1, size, size), generator=g))], 1)
+        res.append((x, torch.rand(bs, 3, size, size, generator=g) * 2 - 1))
+    return res
+
+def hd_dls(bs_list):
+    items = [(a, b) for A, B in bs_list for a, b in zip(A, B)]
+    return DataLoaders.from_dsets(items, items[:2], bs=len(bs_list[0][0]), shuffle=False, device='cpu')
+
+def hd_nets(in_ch, feat=True, seed=1):
+    torch.manual_seed(seed)
+    G = GlobalGenerator(in_ch, 3, ngf=4, n_downsampling=2, n_blocks=1)
+    D = MultiscaleDiscriminator(in_ch + 3, ndf=4, n_layers=2, num_D=2, get_interm_feat=feat)
+    return G, D
+
+def plain_hd(G, D, data, lr, opt, lambda_feat=10., feat=True, vgg=None, d_first=False, pool_size=0):
+    "pix2pixHD's iteration as the reference writes it: one forward, G's loss and D's, G steps, then D"
+    G, D = deepcopy(G).train(), deepcopy(D).train()
+    mk = (lambda m: torch.optim.Adam(m.parameters(), lr=lr, betas=(0.5, 0.999))) if opt == 'adam' else (lambda m: torch.optim.SGD(m.parameters(), lr=lr))
+    opt_g, opt_d = mk(G), mk(D)
+    def gan(preds, real):   # GANLoss on lists, LSGAN: MSE of each scale's last output, summed
+        return sum(F.mse_loss(p[-1], torch.full_like(p[-1], float(real))) for p in preds)
+    pool = []
+    for label, real in data:
+        fake = G(label)
+        fake_in = torch.cat([label, fake.detach()], 1)
+        if pool_size:   # the reference's ImagePool
+            out = []
+            for im in fake_in.split(1):
+                if len(pool) < pool_size: pool.append(im); out.append(im)
+                elif random.uniform(0, 1) > 0.5:
+                    i = random.randint(0, pool_size - 1); out.append(pool[i].clone()); pool[i] = im
+                else: out.append(im)
+            fake_in = torch.cat(out)
+        pred_fake_pool = D(fake_in)
+        loss_D_fake = gan(pred_fake_pool, False)
+        pred_real = D(torch.cat([label, real.detach()], 1))
+        loss_D_real = gan(pred_real, True)
+        loss_D = (loss_D_fake + loss_D_real) * 0.5
+        if d_first:   # the wrong order, as pix2pix's: D steps, then G's loss goes through the updated D
+            opt_d.zero_grad(); loss_D.backward(); opt_d.step()
+        pred_fake = D(torch.cat([label, fake], 1))
+        loss_G_GAN = gan(pred_fake, True)
+        loss_G_GAN_Feat = 0
+        if feat:
+            feat_weights, D_weights = 4.0 / (D.n_layers + 1), 1.0 / D.num_D
+            for i in range(D.num_D):
+                for j in range(len(pred_fake[i]) - 1):
+                    loss_G_GAN_Feat += D_weights * feat_weights * F.l1_loss(pred_fake[i][j], pred_real[i][j].detach()) * lambda_feat
+        loss_G_VGG = 0
+        if vgg is not None:
+            xs, ys = vgg(fake), vgg(real)
+            loss_G_VGG = sum(w * F.l1_loss(a, b.detach()) for w, a, b in zip((1/32, 1/16, 1/8, 1/4, 1.), xs, ys)) * lambda_feat
+        loss_G = loss_G_GAN + loss_G_GAN_Feat + loss_G_VGG
+        opt_g.zero_grad(); loss_G.backward(); opt_g.step()   # G first (train.py), then D, from the same forward
+        if not d_first: opt_d.zero_grad(); loss_D.backward(); opt_d.step()
+    return G, D
+
+def pre_norm_biases(m):
+    "The state-dict keys of the convolution biases that an `InstanceNorm2d` follows directly"
+    return {f'{n}.{i}.bias'.lstrip('.') for n, s in m.named_modules() if isinstance(s, nn.Sequential)
+            for i, (c, nxt) in enumerate(zip(s, list(s)[1:])) if isinstance(c, (nn.Conv2d, nn.ConvTranspose2d)) and isinstance(nxt, nn.InstanceNorm2d)}
+
+def state(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+def differs(a, b, lr, opt, atol=1e-5):
+    "Where networks `a` and `b` differ beyond float tolerance (Adam: biases before an instance norm within a few steps of lr)"
+    free = pre_norm_biases(a) if opt == 'adam' else set()
+    sa, sb = state(a), state(b)
+    bad = [k for k in sa if k not in free and not torch.allclose(sa[k], sb[k], atol=atol, rtol=0)]
+    # a bias right before an instance norm has a zero gradient up to rounding, which Adam's normalised steps turn into steps
+    # of about lr: they may differ by that and cancel in the norm (the networks compute the same)
+    return bad + [k for k in free if not torch.allclose(sa[k], sb[k], atol=3 * 2 * lr, rtol=0)]
+
+def fit_hd(G, D, data, lr, opt, vgg=None, seed=None, **kw):
+    learn = pix2pixhd_learner(hd_dls(data), deepcopy(G), deepcopy(D), opt_func=pix2pix_adam if opt == 'adam' else SGD,
+                              trainer_kwargs=dict(vgg=vgg if vgg is not None else False, **kw))
+    if seed is not None: random.seed(seed)   # the pool's draws
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, lr)
+    return learn
+
+CASES = [('sgd', True, True, False), ('adam', True, True, False), ('sgd', False, True, False), ('adam', True, False, False),
+         ('sgd', True, False, True), ('adam', False, True, True)]   # (optimizer, feature matching, instance maps, VGG)
+
+@pytest.mark.parametrize('opt,feat,inst,use_vgg', CASES)
+def test_trainer_matches_plain_loop(opt, feat, inst, use_vgg):
+    data = hd_batches(n=3, inst=inst)
+    lr = 0.01 if opt == 'sgd' else 1e-3
+    G, D = hd_nets(data[0][0].shape[1], feat)
+    torch.manual_seed(2); vgg = VGG19Features() if use_vgg else None
+    ref = plain_hd(G, D, data, lr, opt, feat=feat, vgg=vgg)
+    learn = fit_hd(G, D, data, lr, opt, vgg=vgg, feat_match=feat)
+    t = learn.pix2pixhd_trainer
+    assert differs(learn.model, ref[0], lr, opt) == [] and differs(t.discriminator, ref[1], lr, opt) == []
+    for ours, before in ((learn.model, G), (t.discriminator, D)):   # both trained
+        assert any(not torch.equal(a, b) for a, b in zip(state(ours).values(), state(before).values()))
+    cols = ['g_gan'] + ['g_gan_feat'] * feat + ['g_vgg'] * use_vgg + ['d_real', 'd_fake']
+    assert learn.recorder.metric_names[3:-1] == cols
+    # the check separates: D stepped before G, or lambda_feat 10% off, is caught
+    if opt == 'sgd' and inst:
+        for wrong in (dict(d_first=True), dict(lambda_feat=11.) if feat or use_vgg else dict(d_first=True)):
+            bad = plain_hd(G, D, data, lr, opt, feat=feat, vgg=vgg, **{'lambda_feat': 10., **wrong})
+            assert differs(learn.model, bad[0], lr, opt) or differs(t.discriminator, bad[1], lr, opt)
+
+def test_image_pool_matches_the_references():
+    data = hd_batches(n=4)
+    G, D = hd_nets(data[0][0].shape[1])
+    random.seed(3); ref = plain_hd(G, D, data, 0.01, 'sgd', pool_size=3)
+    learn = fit_hd(G, D, data, 0.01, 'sgd', seed=3, pool_size=3)
+    assert differs(learn.model, ref[0], 0.01, 'sgd') == [] and differs(learn.pix2pixhd_trainer.discriminator, ref[1], 0.01, 'sgd') == []
+    assert len(learn.pix2pixhd_trainer.pool) == 3
