@@ -397,3 +397,96 @@ def test_image_pool_matches_the_references():
     learn = fit_hd(G, D, data, 0.01, 'sgd', seed=3, pool_size=3)
     assert differs(learn.model, ref[0], 0.01, 'sgd') == [] and differs(learn.pix2pixhd_trainer.discriminator, ref[1], 0.01, 'sgd') == []
     assert len(learn.pix2pixhd_trainer.pool) == 3
+
+
+# --- niter_fix_global, exact resume, lr_find, precision, the VGG note
+
+from interrupting import Interrupt, RandFlip, run_gan
+
+class Watch(Callback):
+    "Which of G's parameters train in each epoch, and the optimizer's state size at each epoch's start"
+    order = 70
+    def __init__(self): self.trainable, self.n_state = [], []
+    def before_batch(self):   # after the trainer's epoch start, before the first step
+        if self.training and self.iter == 0: self.n_state.append(len(self.opt.opt.state))   # PyTorch's Adam inside fastai's wrapper
+    def after_epoch(self):
+        self.trainable.append(sorted({k.split('.')[0] for k, p in self.model.named_parameters() if p.requires_grad}))
+
+def local_learner(path, seed=0, cbs=None, **kw):
+    set_seed(seed)
+    g = torch.Generator().manual_seed(0)
+    items = [(a, b) for A, B in hd_batches(n=4, size=16) for a, b in zip(A, B)]
+    dls = DataLoaders.from_dsets(items, items[:2], bs=2, after_batch=RandFlip(), device='cpu')   # shuffled, augmented
+    G = LocalEnhancer(5, 3, ngf=4, n_downsampling=1, n_blocks=1, n_local_enhancers=1, n_blocks_local=1)
+    D = MultiscaleDiscriminator(8, ndf=4, n_layers=2, num_D=2)
+    return pix2pixhd_learner(dls, G, D, cbs=cbs, path=path, trainer_kwargs=dict(vgg=False, pool_size=2, niter_fix_global=1, **kw))
+
+def test_niter_fix_global_trains_the_outer_enhancer_first(tmp_path):
+    "Epoch 0: only model1_* changes; from epoch 1 all of G, the optimizer's state cleared as the reference's new Adam"
+    w = Watch()
+    learn = local_learner(tmp_path, cbs=w)
+    before = state(learn.model)
+    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+        warnings.simplefilter('ignore'); learn.fit(1, 1e-3)
+    after = state(learn.model)
+    changed = {k.split('.')[0] for k in before if not torch.equal(before[k], after[k])}
+    assert changed == {'model1_1', 'model1_2'}
+    assert all(p.requires_grad for p in learn.model.parameters())   # back after the fit
+    w2 = Watch(); learn.add_cb(w2)
+    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+        warnings.simplefilter('ignore'); learn.fit(2, 1e-3)   # a new fit: epochs 0 and 1 again
+    assert w2.trainable[0] == ['model1_1', 'model1_2'] and w2.trainable[1] == ['model', 'model1_1', 'model1_2']
+    n_outer = len(learn.model.outer_parameters())
+    assert w2.n_state[1] == 0 and 0 < n_outer < len(list(learn.model.parameters()))   # cleared at the switch
+    with pytest.raises(ValueError, match='LocalEnhancer'):
+        G, D = hd_nets(5)
+        l = pix2pixhd_learner(hd_dls(hd_batches(n=1)), G, D, trainer_kwargs=dict(vgg=False, niter_fix_global=1))
+        with l.no_bar(), l.no_logging(): l.fit(1)
+
+def test_interrupt_and_resume_under_another_seed_is_bitwise_identical(tmp_path):
+    ref = local_learner(tmp_path/'ref')
+    run_gan(ref)
+    learn = local_learner(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=1)])
+    with pytest.raises(KeyboardInterrupt): run_gan(learn)
+    resumed = local_learner(tmp_path, seed=1234, cbs=GANCheckpoint(resume=True))
+    run_gan(resumed)
+    assert resumed.gan_checkpoint.resumed_from.name == 'gan_epoch0.pth'
+    t, t0 = resumed.pix2pixhd_trainer, ref.pix2pixhd_trainer
+    assert state(resumed.model).keys() == state(ref.model).keys()
+    assert all(torch.equal(a, b) for a, b in zip(state(resumed.model).values(), state(ref.model).values()))
+    assert all(torch.equal(a, b) for a, b in zip(state(t.discriminator).values(), state(t0.discriminator).values()))
+    for a, b in ((resumed.opt, ref.opt), (t.d_opt, t0.d_opt)): assert str(a.state_dict()) == str(b.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(t.pool.images, t0.pool.images)) and len(t.pool) == 2
+    assert all(torch.equal(a, b) for a, b in zip(t.hist, t0.hist)) and len(t.hist) == len(t0.hist) == 12
+
+def test_lr_find_and_validation_leave_d_alone(tmp_path):
+    G, D = hd_nets(5)
+    learn = pix2pixhd_learner(hd_dls(hd_batches(n=2)), G, D, path=tmp_path, trainer_kwargs=dict(vgg=False, pool_size=2))
+    t = learn.pix2pixhd_trainer
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    before, w, pool = deepcopy(t.state_dict()), state(learn.model), [p.clone() for p in t.pool.images]
+    with learn.no_bar():
+        learn.validate()
+        learn.lr_find(num_it=5, end_lr=10, show_plot=False)
+    after = t.state_dict()
+    sd0, sd1 = before['discriminators']['discriminator'], after['discriminators']['discriminator']
+    assert all(torch.equal(sd0[k], sd1[k]) for k in sd0)
+    assert str(after['d_opt']) == str(before['d_opt'])
+    assert all(torch.equal(a, b) for a, b in zip(state(learn.model).values(), w.values()))
+    assert all(torch.equal(a, b) for a, b in zip(t.pool.images, pool))
+
+def test_bf16_and_the_vgg_note(monkeypatch, tmp_path):
+    "bf16 autocast runs G and every D scale in bf16; without a VGG file the run says so once, and the term is off"
+    seen = set()
+    G, D = hd_nets(5)
+    monkeypatch.setattr(torch.hub, 'get_dir', lambda: str(tmp_path))   # no cached torchvision file
+    with pytest.warns(UserWarning, match='VGG perceptual term is off') as rec:
+        learn = pix2pixhd_learner(hd_dls(hd_batches(n=2)), G, D).to_bf16()
+    assert len([r for r in rec if 'VGG' in str(r.message)]) == 1
+    assert learn.pix2pixhd_trainer.g_cols == ('g_gan', 'g_gan_feat') and learn.pix2pixhd_trainer.vgg_loss is None
+    for m in (learn.model.model[1], D.scale0_layer3[0], D.scale1_layer0[0]):
+        m.register_forward_hook(lambda m, i, o: seen.add((type(m).__name__, o.dtype)))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    assert seen == {('Conv2d', torch.bfloat16)}
+    assert all(torch.isfinite(h).all() for h in learn.pix2pixhd_trainer.hist)
+    with pytest.raises(FileNotFoundError, match='vgg19-dcbb9e9d'): Pix2pixHDTrainer(vgg=tmp_path/'nothere.pth')
