@@ -18,7 +18,8 @@ from .samples import sample_pairs, gan_callbacks_home
 
 # %% auto #0
 __all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'LabelMapFile', 'PhotoFile', 'resize_nearest',
-           'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'photo_labels', 'sample_labels']
+           'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'show_batch', 'show_results',
+           'photo_labels', 'sample_labels']
 
 # %% ../nbs/03d_labels.ipynb #0a76aeb4
 def get_edges(t:torch.Tensor) -> torch.Tensor:
@@ -159,7 +160,31 @@ class LabelDataLoaders(Pix2pixDataLoaders):
         return cls(*dls.loaders, path=path, device=device, in_ch=in_ch, out_ch=3, load_size=load_size, crop_size=None,
                    label_nc=label_nc, instance=instance)
 
-# %% ../nbs/03d_labels.ipynb #ef8f6b3c
+    def test_dl(self, test_items, rm_type_tfms=None, with_labels:bool=False, **kwargs):
+        "Label maps to translate, each whole and at its own size: files, or (label map, instance map) pairs when the model takes instances"
+        if with_labels or rm_type_tfms is not None: return DataLoaders.test_dl(self, test_items, rm_type_tfms, with_labels, **kwargs)
+        items = [(o[0], o[1], None) if isinstance(o, (tuple, list)) else (o, None, None) for o in test_items]
+        if self.label_nc and self.instance and any(o[1] is None for o in items):
+            raise ValueError("this model takes instance maps too: give (label map, instance map) pairs of files")
+        tl = self.valid_ds.tls[0]._new(items, split_idx=1)
+        return self.valid.new(Datasets(tls=[tl], n_inp=1), after_item=[], **kwargs)   # no resize: whole
+
+# %% ../nbs/03d_labels.ipynb #540b1b15
+@dispatch
+def show_batch(x:TensorLabels, y:TensorImage, samples, ctxs=None, max_n=10, nrows=None, ncols=None, figsize=None, **kwargs):
+    if ctxs is None: ctxs = get_grid(min(len(samples), max_n), nrows=nrows, ncols=ncols, figsize=figsize, double=True)
+    for i in range(2): ctxs[i::2] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(i), ctxs[i::2], range(max_n))]
+    return ctxs
+
+@dispatch
+def show_results(x:TensorLabels, y:TensorImage, samples, outs, ctxs=None, max_n=10, figsize=None, **kwargs):
+    if ctxs is None: ctxs = get_grid(3 * min(len(samples), max_n), ncols=3, figsize=figsize, title='Labels/Translation/Photo')
+    ctxs[0::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(0), ctxs[0::3], range(max_n))]
+    ctxs[1::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(outs.itemgot(0), ctxs[1::3], range(max_n))]
+    ctxs[2::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(1), ctxs[2::3], range(max_n))]
+    return ctxs
+
+# %% ../nbs/03d_labels.ipynb #3c7de2cd
 _sample_colors = np.array([[20, 20, 20], [235, 235, 235], [200, 40, 40], [40, 160, 60], [40, 70, 190], [220, 200, 60],
                            [128, 128, 128], [130, 80, 40]], dtype=np.float32)
 

@@ -134,7 +134,7 @@ class Pix2pixHDTrainer(AdversarialTrainer):
 
     def __getstate__(self):
         state = super().__getstate__()
-        if not self.export_discriminator: state.update(pool=ImagePool(self.pool_size))
+        if not self.export_discriminator: state.update(pool=ImagePool(self.pool_size), vgg_loss=None)   # VGG19: 80 MB no translation needs
         return state
 
 # %% ../nbs/18_pix2pixhd.ipynb #e116147f

@@ -490,3 +490,29 @@ def test_bf16_and_the_vgg_note(monkeypatch, tmp_path):
     assert seen == {('Conv2d', torch.bfloat16)}
     assert all(torch.isfinite(h).all() for h in learn.pix2pixhd_trainer.hist)
     with pytest.raises(FileNotFoundError, match='vgg19-dcbb9e9d'): Pix2pixHDTrainer(vgg=tmp_path/'nothere.pth')
+
+def test_predict_show_results_and_export_on_label_maps(tmp_path):
+    "A label-map Learner translates (label, instance) files whole, shows label | translation | photo, and exports G only"
+    import pickle, matplotlib; matplotlib.use('Agg')
+    from fastai.learner import load_learner
+    path = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=5)
+    dls = LabelDataLoaders.from_folder(path, label_nc=5, load_size=32, bs=2, device='cpu')
+    learn = pix2pixhd_learner(dls, ngf=4, n_downsampling=2, n_blocks=1, path=tmp_path, trainer_kwargs=dict(ndf=4, vgg=False))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    fn = sorted((path/'val_label').iterdir())[0]
+    im = Image.open(fn); Image.fromarray(np.array(im)[:, :24]).save(tmp_path/'l.png'); Image.fromarray(np.array(Image.open(path/'val_inst'/fn.name))[:, :24]).save(tmp_path/'i.png')
+    with learn.no_bar(): dec, out, raw = learn.predict((tmp_path/'l.png', tmp_path/'i.png'))   # 32x24: not a multiple of 4 across
+    assert out.shape == raw.shape == (3, 32, 24) and raw.min() >= -1 and raw.max() <= 1
+    with pytest.raises(ValueError, match='instance map'): learn.predict(fn)
+    with learn.no_bar(): learn.show_results(max_n=2)
+    learn.export(tmp_path/'hd.pkl')
+    learn2 = load_learner(tmp_path/'hd.pkl')
+    assert learn2.pix2pixhd_trainer.discriminator is None
+    with learn2.no_bar(): out2 = learn2.predict((tmp_path/'l.png', tmp_path/'i.png'))[2]
+    torch.testing.assert_close(out2, raw)
+
+def test_export_leaves_vgg_out():
+    G, D = hd_nets(5)
+    t = Pix2pixHDTrainer(D, vgg=VGG19Features())
+    assert t.vgg_loss is not None and t.__getstate__()['vgg_loss'] is None and t.__getstate__()['discriminator'] is None
+    assert Pix2pixHDTrainer(D, vgg=VGG19Features(), export_discriminator=True).__getstate__()['vgg_loss'] is not None
