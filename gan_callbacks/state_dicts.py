@@ -9,6 +9,7 @@ from collections import OrderedDict
 import torch
 from fastai.torch_core import default_device
 from .models import UnetGenerator, ResnetGenerator
+from .hd_models import GlobalGenerator, LocalEnhancer
 from .safety import CheckpointError
 from .checkpoint import check_fits, few_keys
 
@@ -62,6 +63,7 @@ def _resnet_arch(sd):
     if first is None or last is None or first.ndim != 4 or first.shape[-1] != 7 or last.ndim != 4: return None
     c1, c2 = sorted(next(iter(blocks.values()), [1, 5]))[:2]   # the two convolutions of a residual block
     norm = 'batch' if 'model.2.running_mean' in sd else 'instance' if 'model.1.bias' in sd else 'none'
+    if norm == 'batch' and 'model.1.bias' in sd: return None   # biases before batch norm: pix2pixHD's global generator
     args = dict(in_ch=first.shape[1], out_ch=last.shape[0], ngf=first.shape[0], n_blocks=len(blocks), norm=norm,
                 use_dropout=c2 - c1 == (5 if c1 else 4))
     args.update({k: True for k, on in (('antialias', aa), ('antialias_up', aa_up)) if on})
@@ -69,6 +71,48 @@ def _resnet_arch(sd):
 
 _archs['resnet'] = (ResnetGenerator, _resnet_arch)
 _netGs.update(resnet_9blocks=('resnet', dict(n_blocks=9)), resnet_6blocks=('resnet', dict(n_blocks=6)))
+
+# %% ../nbs/11a_state_dicts.ipynb #7904cce2
+def _global_layout(sd, prefix='model'):
+    "(ngf, in_ch, n_downsampling, n_blocks, index after the doublings) of a `GlobalGenerator`'s `prefix` Sequential in `sd`, or `None`"
+    first = sd.get(f'{prefix}.1.weight')
+    if first is None or first.ndim != 4 or first.shape[-1] != 7: return None
+    i, c, n_down = 4, first.shape[0], 0
+    while (w := sd.get(f'{prefix}.{i}.weight')) is not None and w.ndim == 4 and w.shape[:2] == (2*c, c) and w.shape[-1] == 3:
+        i, c, n_down = i + 3, 2*c, n_down + 1
+    n_blocks = 0
+    while f'{prefix}.{i}.conv_block.1.weight' in sd: i, n_blocks = i + 1, n_blocks + 1
+    for _ in range(n_down):
+        w = sd.get(f'{prefix}.{i}.weight')
+        if w is None or w.ndim != 4 or w.shape[:2] != (c, c//2): return None
+        i, c = i + 3, c//2
+    return first.shape[0], first.shape[1], n_down, n_blocks, i
+
+_hd_key = re.compile(r'model(\d+_[12])?\.(\d+)\.(?:conv_block\.(\d+)\.)?(\w+)')
+
+def _global_arch(sd):
+    "The arguments of the pix2pixHD `GlobalGenerator` whose state dict is `sd`, or `None` (with 2 halvings and instance norm: the ResNet reading's)"
+    if not all(_resnet_key.fullmatch(k) for k in sd) or (lay := _global_layout(sd)) is None: return None
+    ngf, in_ch, n_down, n_blocks, i = lay
+    last, norm = sd.get(f'model.{i+1}.weight'), 'batch' if 'model.2.running_mean' in sd else 'instance'
+    if last is None or last.ndim != 4 or last.shape[1] != ngf or 'model.1.bias' not in sd: return None
+    if n_down == 2 and norm == 'instance': return None
+    return dict(in_ch=in_ch, out_ch=last.shape[0], ngf=ngf, n_downsampling=n_down, n_blocks=n_blocks, norm=norm)
+
+def _local_arch(sd):
+    "The arguments of the pix2pixHD `LocalEnhancer` whose state dict is `sd`, or `None`"
+    if not any(k.startswith('model1_1.') for k in sd) or not all(_hd_key.fullmatch(k) for k in sd): return None
+    n_local = max(int(m.group(1)[0]) for k in sd if (m := _hd_key.fullmatch(k)).group(1))
+    lay, outer = _global_layout(sd), sd.get(f'model{n_local}_1.1.weight')
+    if lay is None or outer is None: return None
+    n_blocks_local = sum(1 for k in sd if k.startswith('model1_2.') and k.endswith('conv_block.1.weight'))
+    last = sd.get(f'model{n_local}_2.{n_blocks_local + 4}.weight')
+    if last is None or lay[0] != outer.shape[0] * 2**n_local: return None
+    return dict(in_ch=lay[1], out_ch=last.shape[0], ngf=outer.shape[0], n_downsampling=lay[2], n_blocks=lay[3],
+                n_local_enhancers=n_local, n_blocks_local=n_blocks_local, norm='batch' if 'model.2.running_mean' in sd else 'instance')
+
+_archs.update({'global': (GlobalGenerator, _global_arch), 'local': (LocalEnhancer, _local_arch)})
+_netGs.update({'global': ('global', {}), 'local': ('local', {})})
 
 # %% ../nbs/11a_state_dicts.ipynb #b54fcc9b
 def _what(sd):

@@ -516,3 +516,19 @@ def test_export_leaves_vgg_out():
     t = Pix2pixHDTrainer(D, vgg=VGG19Features())
     assert t.vgg_loss is not None and t.__getstate__()['vgg_loss'] is None and t.__getstate__()['discriminator'] is None
     assert Pix2pixHDTrainer(D, vgg=VGG19Features(), export_discriminator=True).__getstate__()['vgg_loss'] is not None
+
+def test_reference_files_and_model_folders_read_back(tmp_path):
+    "A reference `latest_net_G.pth` (global or local) loads through `load_generator`; a model folder round-trips"
+    from gan_callbacks.interop import load_generator
+    from gan_callbacks.model_folder import write_model_folder, read_model_folder
+    x = torch.randn(1, 7, 32, 32)
+    for keys, fwd in ((ref_g_keys(7, 3, 4, 3, 2), lambda sd: ref_global_forward(sd, x, 3, 2)),
+                      (ref_local_keys(7, 3, 4, 2, 1, 2, 1), lambda sd: ref_local_forward(sd, x, 2, 1, 2, 1))):
+        sd = random_reference_file(keys, tmp_path/'latest_net_G.pth')
+        G = load_generator(tmp_path/'latest_net_G.pth', device='cpu')
+        assert type(G) in (GlobalGenerator, LocalEnhancer)
+        with torch.no_grad(): torch.testing.assert_close(G(x), fwd(sd), atol=1e-5, rtol=0)
+        write_model_folder(G, tmp_path/'folder', sample=False)
+        G2, s = read_model_folder(tmp_path/'folder', 'cpu')
+        assert type(G2) is type(G) and s['multiple'] == G.multiple
+        with torch.no_grad(): torch.testing.assert_close(G2(x), G(x))
