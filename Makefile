@@ -15,11 +15,13 @@ CYCLEGAN_OUT ?= cyclegan_demo_out
 CYCLEGAN_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --lambda-idt 0 --seed 0
 CUT_OUT ?= cut_demo_out
 CUT_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --seed 0
+PIX2PIXHD_OUT ?= pix2pixhd_demo_out
+PIX2PIXHD_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 64 --ngf 16 --n-downsampling 3 --n-blocks 3 --ndf 16 --vgg off --seed 0
 # the tests' and notebooks' temporary files go to a fresh folder, removed afterwards pass or fail (a full run writes a few GB);
 # a short path under /tmp, as Chromium's sockets there must fit in 107 characters
 SCRATCH = d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; export TMPDIR=$$d
 
-.PHONY: install demo demo-cyclegan demo-cut test test-newest check-export pytest nbtest bench readme docs docs-check clean
+.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-newest check-export pytest nbtest bench readme docs docs-check clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -44,6 +46,10 @@ demo-cyclegan: install
 ## Train CUT on the same unpaired sample, with CycleGAN's demo budget (epochs, size, width), into $(CUT_OUT)/
 demo-cut: install
 	$(BIN)/gan_callbacks train --model cut --sample --out $(CUT_OUT) $(CUT_ARGS)
+
+## Train pix2pixHD on the built-in label-map sample (classes and instances of the sample photos -> the photos) into $(PIX2PIXHD_OUT)/
+demo-pix2pixhd: install
+	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --model pix2pixhd --sample --out $(PIX2PIXHD_OUT) $(PIX2PIXHD_ARGS)
 
 ## Everything CI checks: the library matches the notebooks, pytest, and the notebooks run
 test: install check-export pytest nbtest

@@ -17,9 +17,9 @@ from .data import Pix2pixDataLoaders, IntToSignedFloat
 from .samples import sample_pairs, gan_callbacks_home
 
 # %% auto #0
-__all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'LabelMapFile', 'PhotoFile', 'resize_nearest',
-           'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'show_batch', 'show_results',
-           'photo_labels', 'sample_labels']
+__all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'colour_labels', 'LabelMapFile', 'PhotoFile',
+           'resize_nearest', 'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'show_batch',
+           'show_results', 'photo_labels', 'sample_labels']
 
 # %% ../nbs/03d_labels.ipynb #0a76aeb4
 def get_edges(t:torch.Tensor) -> torch.Tensor:
@@ -45,6 +45,11 @@ class TensorLabels(TensorImageBase):
 
 class TensorLabelInput(TensorImageBase):
     "A batch of encoded label maps: `label_nc` one-hot channels, then the instance boundaries if any"
+
+def colour_labels(x:torch.Tensor, label_nc:int) -> torch.Tensor:
+    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show"
+    ids = x[:, :label_nc].argmax(1).cpu() % 256
+    return (_palette[ids].permute(0, 3, 1, 2) / 127.5 - 1).to(x.device)
 
 def _read_ids(fn, what:str, label_nc:int|None=None):
     "The integer ids of single-channel PNG `fn` as an (H, W) int32 array, checked"

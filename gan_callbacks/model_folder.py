@@ -32,7 +32,9 @@ def _classes():
 
 def network_config(G:nn.Module):
     "The class name and arguments that rebuild generator `G`, checked by rebuilding it"
-    cls, args = infer_generator(clean_state_dict(G.state_dict()))
+    sd, kind = clean_state_dict(G.state_dict()), next((n for n, c in generator_kinds().items() if c is type(G)), None)
+    try: cls, args = infer_generator(sd, netG=kind)   # G's own kind first: another may read the same keys
+    except InteropError: cls, args = infer_generator(sd)
     if 'use_dropout' in inspect.signature(cls).parameters: args['use_dropout'] = any(isinstance(m, nn.Dropout) for m in G.modules())
     with torch.random.fork_rng(devices=[]): same = repr(cls(**args)) == repr(G)
     if not same: raise InteropError(f"{type(G).__name__} is not a network a model folder can describe ({cls.__name__}({args}) differs)")

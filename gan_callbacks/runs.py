@@ -30,7 +30,8 @@ from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_lo
 
 # %% auto #0
 __all__ = ['train_runs', 'Interrupted', 'how_stopped', 'interruptible', 'after_fit_interrupted', 'run_ended', 'TrainRun', 'train',
-           'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'train_cyclegan']
+           'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'train_cyclegan', 'LabelGrid',
+           'Pix2pixHDRun']
 
 # %% ../nbs/06b_runs.ipynb #f0466f05
 def _check_train(data, sample, out, seed, **numbers):
@@ -117,6 +118,8 @@ class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
     name, multiple, why, sample_name, test_mode = None, 1, '', 'sample dataset', 'eval'
     schedule = (100, 100)   # the reference's epochs at the initial lr and of linear decay, when `train` is given none
+    fit = 'fit_gan'         # the `Learner` method fitting with the reference's schedule
+    crops = True            # trains on random crops; else on whole images `load_size` wide (`crop_size` is unused)
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
     def check(self): pass          # checks of the model's own options that `check_numbers` does not make
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
@@ -149,6 +152,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
+    if not run.crops: crop_size = load_size
     epochs, epochs_decay = ifnone(epochs, run.schedule[0]), ifnone(epochs_decay, run.schedule[1])
     if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
@@ -169,7 +173,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if wandb and not rank: cbs.append(_wandb_logger(out, model, n_samples, locals()))
     if not rank:
         print(f"{run.describe(data, learn.dls, crop_size, precision)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
-    try: _fit(learn, ckpt, learn.fit_gan, epochs, epochs_decay, lr=lr, cbs=cbs)
+    try: _fit(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs)
     finally:
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
@@ -323,3 +327,71 @@ train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fa
 def train_cyclegan(data=None, sample=False, out='cyclegan_out', **kwargs):
     "Train CycleGAN on unpaired folder `data` (or the built-in sample): `train(model='cyclegan')`"
     return train(data, sample, out, model='cyclegan', **kwargs)
+
+# %% ../nbs/06b_runs.ipynb #79d46a37
+from .labels import LabelDataLoaders, sample_labels, colour_labels
+from .hd_models import GlobalGenerator, LocalEnhancer
+from .pix2pixhd import pix2pixhd_learner   # and `Learner.fit_pix2pixhd`
+
+class LabelGrid(SampleGrid):
+    "`SampleGrid` for label-map inputs: each shown in colour by its class"
+    labels = ('labels', 'output', 'target')
+    def __init__(self, path='.', n=8, label_nc=8, **kwargs): super().__init__(path, n, **kwargs); self.label_nc = label_nc
+    def before_fit(self):
+        super().before_fit()
+        self.x_in, self.x = self.x, colour_labels(self.x, self.label_nc)
+    def predict(self):
+        "G's output on the label maps (the grid shows their colours)"
+        shown = self.x
+        object.__setattr__(self, 'x', self.x_in)   # not fastai's `Callback.__setattr__`, which warns that the Learner has an `x` too
+        try: return super().predict()
+        finally: object.__setattr__(self, 'x', shown)
+
+class Pix2pixHDRun(TrainRun):
+    "pix2pixHD on label maps (or images, `label_nc=0`): global or local generator, multi-scale D, feature matching and VGG terms"
+    name, sample_name, fit, crops = 'pix2pixhd', 'label-map sample dataset', 'fit_pix2pixhd', False
+    def __init__(self, gan_mode='lsgan', label_nc=35, instance=None, net_g='global', n_downsampling=4, n_blocks=9,
+                 n_local_enhancers=1, n_blocks_local=3, niter_fix_global=0, num_d=2, n_layers_d=3, ndf=64, lambda_feat=10.,
+                 feat_match=True, vgg=None, pool_size=0): store_attr()
+    monitors = {'l1': 'valid_loss'}
+    def weights(self): return {'--lambda-feat': self.lambda_feat}
+    def check(self):
+        if self.gan_mode not in ('lsgan', 'vanilla'): raise CLIError(f"--gan-mode of pix2pixhd must be lsgan or vanilla, got {self.gan_mode}")
+        if self.net_g not in ('global', 'local'): raise CLIError(f"--net-g must be global or local, got {self.net_g}")
+        for k in ('n_downsampling', 'n_blocks', 'n_blocks_local', 'niter_fix_global', 'label_nc', 'pool_size'):
+            if getattr(self, k) < 0: raise CLIError(f"--{k.replace('_', '-')} must be at least 0, got {getattr(self, k)}")
+        for k in ('n_local_enhancers', 'num_d', 'n_layers_d', 'ndf'):
+            if getattr(self, k) < 1: raise CLIError(f"--{k.replace('_', '-')} must be at least 1, got {getattr(self, k)}")
+    def sample(self):
+        self.label_nc = 8   # the sample's classes
+        return sample_labels()
+
+    def learner(self, data, out, bs, load_size, crop_size, ngf):
+        dls = LabelDataLoaders.from_folder(data, label_nc=self.label_nc, instance=self.instance, load_size=load_size, bs=bs)
+        G = (GlobalGenerator(dls.in_ch, dls.out_ch, ngf, self.n_downsampling, self.n_blocks) if self.net_g == 'global' else
+             LocalEnhancer(dls.in_ch, dls.out_ch, ngf, self.n_downsampling, self.n_blocks, self.n_local_enhancers, self.n_blocks_local))
+        h = dls.one_batch()[0].shape[-2]
+        if load_size % G.multiple or h % G.multiple:
+            raise CLIError(f"--load-size {load_size} scales the images to {load_size}x{h}: both sides must be multiples of {G.multiple} "
+                           f"(2**{int(G.multiple).bit_length() - 1}, the generator's halvings)")
+        vgg = False if self.vgg == 'off' else self.vgg
+        kw = dict(gan_mode=self.gan_mode, lambda_feat=self.lambda_feat, feat_match=self.feat_match, vgg=vgg, pool_size=self.pool_size,
+                  niter_fix_global=self.niter_fix_global, num_D=self.num_d, n_layers_D=self.n_layers_d, ndf=self.ndf)
+        self.size = (h, load_size)
+        return pix2pixhd_learner(dls, G, path=out, model_dir='checkpoints', trainer_kwargs=kw)
+
+    def callbacks(self, out, n_samples): return [LabelGrid(out, n=n_samples, label_nc=self.label_nc) if self.label_nc else SampleGrid(out, n=n_samples)]
+    def describe(self, data, dls, crop_size, precision):
+        what = f"{self.label_nc} classes" + (', instance maps' if dls.instance else '') if self.label_nc else 'image inputs'
+        return (f"Training pix2pixHD on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid, {what}, "
+                f"{self.size[1]}x{self.size[0]}, {self.net_g} generator, {self.num_d} discriminators, {precision})")
+
+    def summary(self, learn, data, out, grid):
+        plot_training(learn, out/'losses.png')
+        vals = [v[1] for v in learn.recorder.values if len(v) > 1 and v[1] is not None]
+        s = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(learn.recorder.values), data=str(data), label_nc=self.label_nc)
+        return s, [f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}",
+                   f"Wrote to {out}/: history.csv, losses.png, {grid.files[-1].name} (labels | output | photo, one per epoch), "
+                   f"generator/ (a model folder), generator.pkl, summary.json, checkpoints/"]
+
+train_runs['pix2pixhd'] = Pix2pixHDRun

@@ -91,12 +91,11 @@ def _global_layout(sd, prefix='model'):
 _hd_key = re.compile(r'model(\d+_[12])?\.(\d+)\.(?:conv_block\.(\d+)\.)?(\w+)')
 
 def _global_arch(sd):
-    "The arguments of the pix2pixHD `GlobalGenerator` whose state dict is `sd`, or `None` (with 2 halvings and instance norm: the ResNet reading's)"
+    "The arguments of the pix2pixHD `GlobalGenerator` whose state dict is `sd`, or `None`"
     if not all(_resnet_key.fullmatch(k) for k in sd) or (lay := _global_layout(sd)) is None: return None
     ngf, in_ch, n_down, n_blocks, i = lay
     last, norm = sd.get(f'model.{i+1}.weight'), 'batch' if 'model.2.running_mean' in sd else 'instance'
     if last is None or last.ndim != 4 or last.shape[1] != ngf or 'model.1.bias' not in sd: return None
-    if n_down == 2 and norm == 'instance': return None
     return dict(in_ch=in_ch, out_ch=last.shape[0], ngf=ngf, n_downsampling=n_down, n_blocks=n_blocks, norm=norm)
 
 def _local_arch(sd):
@@ -133,7 +132,7 @@ def infer_generator(sd:dict, **hints):
     found = {n: a for n, a in found.items() if a is not None}
     if not found:
         raise InteropError(f"holds no generator this library can read (the state dict of a U-Net or ResNet generator): {_what(sd)}")
-    (kind, args), = found.items()
+    kind, args = next(iter(found.items()))   # the first that reads it: a ResNet generator before the global generator it equals with 2 halvings
     cls = _archs[kind][0]
     for k, v in hints.items():
         if k in args and args[k] != v:

@@ -532,3 +532,32 @@ def test_reference_files_and_model_folders_read_back(tmp_path):
         G2, s = read_model_folder(tmp_path/'folder', 'cpu')
         assert type(G2) is type(G) and s['multiple'] == G.multiple
         with torch.no_grad(): torch.testing.assert_close(G2(x), G(x))
+
+
+# --- the command line
+
+def cli(argv):
+    from gan_callbacks.cli import main
+    try: main([str(a) for a in argv]); return 0
+    except SystemExit as e: return e.code
+
+def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
+    from gan_callbacks.interop import load_generator
+    import json
+    data = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=8)
+    out = tmp_path/'out'
+    assert cli(['train', '--model', 'pix2pixhd', '--data', data, '--out', out, '--label-nc', 8, '--epochs', 1, '--epochs-decay', 1,
+                '--bs', 2, '--load-size', 32, '--ngf', 4, '--n-downsampling', 2, '--n-blocks', 1, '--ndf', 4, '--num-d', 2,
+                '--vgg', 'off', '--n-samples', 2, '--seed', 0]) == 0
+    text = capsys.readouterr().out
+    assert '8 classes, instance maps, 32x32, global generator, 2 discriminators' in text
+    hist = (out/'history.csv').read_text().splitlines()
+    assert hist[0].split(',')[3:7] == ['g_gan', 'g_gan_feat', 'd_real', 'd_fake'] and len(hist) == 3
+    G = load_generator(out/'generator', device='cpu')
+    assert isinstance(G, GlobalGenerator) and G.in_ch == 9
+    assert json.loads((out/'generator'/'config.json').read_text())['training']['model'] == 'pix2pixhd'
+    assert cli(['train', '--model', 'pix2pixhd', '--data', data, '--out', tmp_path/'o2', '--label-nc', 8, '--load-size', 40,
+                '--n-downsampling', 4]) != 0
+    assert 'multiples of 16' in capsys.readouterr().err
+    assert cli(['train', '--model', 'pix2pix', '--data', data, '--out', tmp_path/'o3', '--label-nc', 8]) != 0
+    assert 'is an option of --model pix2pixhd' in capsys.readouterr().err
