@@ -15,6 +15,7 @@ sections = [
     ('pix2pix', ['04_pix2pix', '01_models', '02_losses']),
     ('CycleGAN', ['07_cyclegan']),
     ('CUT', ['*_cut']),
+    ('pix2pixHD', ['*_pix2pixhd', '*_hd_models', '*_hd_losses', '*_labels']),
     ('Your own data', ['*_your_data', '03_data', '03a_images', '03b_samples', '03c_loader', '06_cli', '*_runs', '*_checks', '*_show', '*_loggers', '05_checkpoint', '*_safety']),
     ('Writing a trainer', ['*trainer*', '*writ*', '*guide*', '04a_gan', '*_generator', '*_learner', '00_core', '*_optim', '*_progress']),
     ('Metrics', ['10_metrics']),
