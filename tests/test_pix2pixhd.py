@@ -561,3 +561,21 @@ def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
     assert 'multiples of 16' in capsys.readouterr().err
     assert cli(['train', '--model', 'pix2pix', '--data', data, '--out', tmp_path/'o3', '--label-nc', 8]) != 0
     assert 'is an option of --model pix2pixhd' in capsys.readouterr().err
+
+def test_image_inputs_label_nc_0(tmp_path):
+    "label_nc=0: train_A/train_B images in the reference's layout, or the library's paired layouts, train the same trainer"
+    from gan_callbacks.data import Pix2pixDataLoaders, sample_pairs
+    src = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=5)
+    (tmp_path/'ab').mkdir()
+    for ph in ('train', 'val'):
+        (src/f'{ph}_img').rename(tmp_path/'ab'/f'{ph}_B'); (src/f'{ph}_label').rename(tmp_path/'ab'/f'{ph}_A')
+    with pytest.raises(ValueError, match='instance maps go with label maps'):
+        LabelDataLoaders.from_folder(tmp_path/'ab', label_nc=0, instance=True, load_size=32, bs=2, device='cpu')
+    dls = LabelDataLoaders.from_folder(tmp_path/'ab', label_nc=0, load_size=32, bs=2, device='cpu')
+    x, y = dls.one_batch()
+    assert x.shape == y.shape == (2, 3, 32, 32) and x.min() >= -1 and dls.in_ch == 3
+    pairs = Pix2pixDataLoaders.from_folder(sample_pairs(tmp_path/'p', n_train=4, n_valid=2, size=32), load_size=36, crop_size=32, bs=2, device='cpu')
+    for d in (dls, pairs):
+        learn = pix2pixhd_learner(d, ngf=4, n_downsampling=2, n_blocks=1, trainer_kwargs=dict(ndf=4, vgg=False))
+        with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+        assert learn.model.in_ch == 3 and len(learn.pix2pixhd_trainer.hist) == 2
