@@ -389,8 +389,9 @@ class Pix2pixHDRun(TrainRun):
     def summary(self, learn, data, out, grid):
         plot_training(learn, out/'losses.png')
         vals = [v[1] for v in learn.recorder.values if len(v) > 1 and v[1] is not None]
-        s = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(learn.recorder.values), data=str(data), label_nc=self.label_nc)
-        return s, [f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}",
+        s = dict(first_valid_l1=vals[0], final_valid_l1=vals[-1], epochs=len(learn.recorder.values), data=str(data), label_nc=self.label_nc,
+                 **baseline_scores(learn.dls))   # the mean training image's L1, PSNR, SSIM (and the input's, for image inputs)
+        return s, [f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; predicting the mean training image: {s['mean_image_l1']:.4f}",
                    f"Wrote to {out}/: history.csv, losses.png, {grid.files[-1].name} (labels | output | photo, one per epoch), "
                    f"generator/ (a model folder), generator.pkl, summary.json, checkpoints/"]
 

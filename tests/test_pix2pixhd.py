@@ -503,6 +503,10 @@ def test_predict_show_results_and_export_on_label_maps(tmp_path):
     im = Image.open(fn); Image.fromarray(np.array(im)[:, :24]).save(tmp_path/'l.png'); Image.fromarray(np.array(Image.open(path/'val_inst'/fn.name))[:, :24]).save(tmp_path/'i.png')
     with learn.no_bar(): dec, out, raw = learn.predict((tmp_path/'l.png', tmp_path/'i.png'))   # 32x24: not a multiple of 4 across
     assert out.shape == raw.shape == (3, 32, 24) and raw.min() >= -1 and raw.max() <= 1
+    from gan_callbacks.metrics import PSNR, SSIM
+    learn.metrics = [PSNR(), SSIM()]   # scores of the translations against the photos
+    with learn.no_bar(), learn.no_logging(): res = learn.validate()
+    assert all(np.isfinite(res[:3])) and res[1] > 5   # loss, PSNR (dB), SSIM
     with pytest.raises(ValueError, match='instance map'): learn.predict(fn)
     with learn.no_bar(): learn.show_results(max_n=2)
     learn.export(tmp_path/'hd.pkl')
