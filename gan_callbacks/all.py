@@ -15,6 +15,11 @@ from .loader import *
 from .data import *
 from .optim import *
 from .progress import *
+from .steps import *
+from .precision import *
+from .guard import *
+from .loss_log import *
+from .discriminators import *
 from .gan import *
 from .learner import *
 from .pix2pix import *
@@ -32,5 +37,5 @@ from .interop import *
 from .state_dicts import *
 from .model_folder import *
 from .distributed import *
-from . import core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))
+from . import core, models, losses, images, samples, loader, data, optim, progress, steps, precision, guard, loss_log, discriminators, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, steps, precision, guard, loss_log, discriminators, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))

@@ -117,6 +117,35 @@ def test_in_fit():
     with learn.no_bar(): learn.lr_find(num_it=4, show_plot=False, suggest_funcs=())
     assert not learn.seen
 
+class Where(Callback):
+    "Notes, at each batch, whether the Learner is predicting and whether it runs `lr_find`"
+    def before_batch(self): self.learn.where.append((I.predicting(self.learn), I.in_lr_find(self.learn)))
+
+def test_predicting_and_in_lr_find():
+    learn = tiny_learner(cbs=Where())
+    learn.where = []; learn.fit(1); assert set(learn.where) == {(False, False)}
+    learn.where = []; learn.validate(); assert set(learn.where) == {(False, False)}
+    learn.where = []; learn.get_preds(); assert set(learn.where) == {(True, False)}
+    learn.where = []
+    with learn.no_bar(): learn.lr_find(num_it=4, show_plot=False, suggest_funcs=())
+    assert set(learn.where) == {(False, True)}
+    assert not I.predicting(learn) and not I.in_lr_find(learn)   # after them
+
+def test_point_tracker():
+    from fastai.callback.tracker import SaveModelCallback, EarlyStoppingCallback
+    import numpy as np
+    cb = EarlyStoppingCallback(monitor='g_l1', min_delta=0.5)   # a name without 'loss': fastai takes it for a score
+    assert (cb.comp, cb.min_delta) == (np.greater, 0.5)
+    I.point_tracker(cb, True); assert (cb.comp, cb.min_delta) == (np.less, -0.5)
+    I.point_tracker(cb, True); assert (cb.comp, cb.min_delta) == (np.less, -0.5)
+    assert (SaveModelCallback(monitor='valid_loss', min_delta=0.5).min_delta) == -0.5   # fastai's own sign for np.less
+    # fastai's `TrackerCallback._monitor` keeps a value `v` as the new best when `comp(v - min_delta, best)`
+    assert not cb.comp(0.8 - cb.min_delta, 1.) and cb.comp(0.4 - cb.min_delta, 1.)   # lower by more than 0.5
+
+def test_is_tensorboard_callback():
+    from fastai.callback.tensorboard import TensorBoardCallback
+    assert I.is_tensorboard_callback(TensorBoardCallback(trace_model=False)) and not I.is_tensorboard_callback(Count())
+
 class Count(Callback):
     n = 0
     def after_batch(self):
