@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from PIL import Image
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastai.vision.all import *
-from .internals import pickle_transforms_by_function
+from .internals import pickle_transforms_by_function, tensor_class
 from .loader import *
 from .images import *
 from .samples import *   # the sample datasets, importable from here too
@@ -178,8 +178,8 @@ class ToImage(Transform):
     _retain = False
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im):
-        if isinstance(im, Tensor): return self.cls._tensor_cls(im)   # decoded straight to uint8 (`in_mode`)
-        if isinstance(im, Image.Image) and im.mode in _uint8_modes: return _uint8_tensor(im, self.cls._tensor_cls)
+        if isinstance(im, Tensor): return tensor_class(self.cls)(im)   # decoded straight to uint8 (`in_mode`)
+        if isinstance(im, Image.Image) and im.mode in _uint8_modes: return _uint8_tensor(im, tensor_class(self.cls))
         return self.cls.create(im)   # the general path: PIL images, to tensors after the augmentation
 
 # %% ../nbs/03_data.ipynb #207db54a

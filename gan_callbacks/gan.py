@@ -16,9 +16,12 @@ from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, me
 from .distributed import DistributedGAN
 from .steps import step, follow_schedule, learner_device
 from .precision import FitPrecision, speed_up, to_channels_last
-from .guard import NonFiniteError, NonFiniteGuard, norm_stats, restore_if, forget_if, forget_norm_layers
-from .loss_log import LossLog, direct_trackers, track_losses
+from .guard import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers
+from .loss_log import LossLog, track_losses
 from .discriminators import Discriminators
+# still importable from here, where they lived before the trainer's parts had modules of their own
+from .guard import NonFiniteError, restore_if
+from .loss_log import direct_trackers
 
 # %% auto #0
 __all__ = ['FastaiEvents', 'AdversarialTrainer', 'find_trainer']

@@ -20,13 +20,14 @@ from fastai.learner import AvgSmoothLoss
 from fastai.torch_core import maybe_gather
 
 # %% auto #0
-__all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
-           'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting', 'off_for_this_fit',
-           'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics',
-           'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device',
-           'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback',
-           'first_use_pass', 'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
+__all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overrides', 'is_compiled', 'step_unless_found_inf',
+           'copy_into', 'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting',
+           'off_for_this_fit', 'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain',
+           'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss',
+           'smooth_on_device', 'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker',
+           'is_tensorboard_callback', 'tensor_class', 'first_use_pass', 'raw_batches', 'kept_iterator',
+           'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL',
+           'mend_wandb_config']
 
 # %% ../nbs/00a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -198,6 +199,21 @@ def point_tracker(cb, lower:bool):
 def is_tensorboard_callback(cb) -> bool:
     "Whether `cb` is fastai's `TensorBoardCallback`, known without importing it (its module needs `tensorboard`)"
     return type(cb).__name__ == 'TensorBoardCallback'   # fastai: `fastai.callback.tensorboard.TensorBoardCallback`
+
+# %% ../nbs/00a_internals.ipynb #d141ab74
+fastai_overrides = {   # fastai name -> the behaviour relied on (where the library overrides it)
+    'ProgressCallback._write_stats': "writes one row of the progress table; `before_fit` makes it `learn.logger` "
+                                     "(`progress.SyncFreeProgressCallback` passes the rows on to the logger it replaced)",
+    'ProgressCallback._launch_pbar': "makes the batch bar, called by `before_train` and `before_validate` (`progress`: no bar when hidden)",
+    'DataLoader.__iter__': "randomize, before_iter, each batch of `fake_l` to the device then through after_batch, after_iter, `it` deleted "
+                           "(`loader.Pix2pixDL`: a non-blocking copy, batches from workers kept across epochs)",
+    'TensorImageBase._show_args': "the keyword arguments `show` passes to `show_image`, under the caller's (`images.TensorImageGray`: gray levels 0-255)",
+    'PILImage._tensor_cls': "the tensor class an image casts to in `ToTensor` (`images.PILImageGray` -> `TensorImageGray`; read by `tensor_class`)",
+}
+
+def tensor_class(cls):
+    "The tensor class of fastai image class `cls` (`PILImage` -> `TensorImage`, `PILMask` -> `TensorMask`)"
+    return cls._tensor_cls   # fastai: each `PILBase` subclass names it; `ToTensor` casts to it
 
 # %% ../nbs/00a_internals.ipynb #26344e35
 def first_use_pass(dl):
