@@ -10,7 +10,7 @@ import torch.distributed as dist
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.torch_core import find_bs
-from .internals import copy_into, in_fit
+from .internals import copy_into
 
 # %% auto #0
 __all__ = ['ema_beta', 'ema_update', 'GeneratorEMA']
@@ -38,14 +38,18 @@ class GeneratorEMA(Callback):
                  batch_size:int|None=None):      # images per step; default: the batch's, times the processes
         store_attr()
         self.averages, self.names, self.cur_nimg = None, None, 0
-        self._backup, self._lr_find_state = None, None
+        self._backup, self._lr_find_state, self._ps = None, None, None
 
-    def _params(self): return [p for _, p in self.learn.model.named_parameters()]
+    def _params(self):
+        "The model's parameters, listed once per fit (and when the state is loaded)"
+        ps = self.__dict__.get('_ps')
+        return ps if ps is not None else list(self.learn.model.parameters())
 
     def _setup(self):
         "The averages: a copy of the weights the first time (or for another model), on the weights' device"
         named = list(self.learn.model.named_parameters())
         names, ps = [n for n, _ in named], [p for _, p in named]
+        self._ps = ps
         if self.averages is None or names != self.names or any(e.shape != p.shape for e, p in zip(self.averages, ps)):
             self.averages, self.names, self.cur_nimg = [p.detach().clone() for p in ps], names, 0
         elif any(e.device != p.device for e, p in zip(self.averages, ps)):
@@ -77,12 +81,12 @@ class GeneratorEMA(Callback):
         ps = self._params()
         with torch.no_grad():
             self._backup = [p.detach().clone() for p in ps]
-            copy_into([p.data for p in ps], self.averages)
+            copy_into(ps, self.averages)
 
     def restore(self):
         "Put the training weights back, if the averaged ones are in"
         if self._backup is None: return
-        with torch.no_grad(): copy_into([p.data for p in self._params()], self._backup)
+        with torch.no_grad(): copy_into(self._params(), self._backup)
         self._backup = None
 
     @contextmanager
@@ -113,7 +117,7 @@ class GeneratorEMA(Callback):
             raise ValueError(f"GeneratorEMA state does not fit this model: missing {sorted(missing)[:5]}, unexpected {sorted(extra)[:5]}")
         bad = [n for n, p in named.items() if sd['averages'][n].shape != p.shape]
         if bad: raise ValueError(f"GeneratorEMA state does not fit this model: other shapes for {bad[:5]}")
-        self.names = list(named)
+        self.names, self._ps = list(named), list(named.values())
         self.averages = [sd['averages'][n].detach().to(named[n].device, named[n].dtype, copy=True) for n in self.names]
         self.cur_nimg = sd['cur_nimg']
 
@@ -122,5 +126,5 @@ class GeneratorEMA(Callback):
 
     def __getstate__(self):
         state = {**self.__dict__}
-        state.update(_backup=None, _lr_find_state=None)
+        state.update(_backup=None, _lr_find_state=None, _ps=None)
         return state

@@ -75,7 +75,7 @@ def sliced_wasserstein(a, b, dir_repeats:int=4, dirs_per_repeat:int=128, generat
     dists = []
     for _ in range(dir_repeats):
         d = torch.randn(a.shape[1], dirs_per_repeat, generator=generator, dtype=torch.float64)
-        d = (d / d.norm(dim=0, keepdim=True)).to(a.device, a.dtype)
+        d = (d / d.norm(dim=0, keepdim=True)).to(a.dtype).to(a.device)   # float64 on the CPU only (MPS has none)
         dists.append(((a @ d).sort(0).values - (b @ d).sort(0).values).abs().mean())
     return torch.stack(dists).mean()
 
