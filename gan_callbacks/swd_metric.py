@@ -129,7 +129,7 @@ def swd(real, fake, seed:int=0, paired:bool=False, bs:int=64, **kwargs) -> float
     v = swd_levels(real, fake, seed, paired, bs, **kwargs)
     return sum(v.values()) / len(v)
 
-# %% ../nbs/10b_swd_metric.ipynb #a82c8e54
+# %% ../nbs/10b_swd_metric.ipynb #8b4830f6
 class SWD(Metric):
     "Validation SWD x1000 (mean over the pyramid's levels) between the targets and the outputs, as a fastai metric"
     lower_is_better = True
