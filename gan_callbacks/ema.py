@@ -62,7 +62,7 @@ class GeneratorEMA(Callback):
 
     def after_batch(self):
         if not self.training: return
-        n = self.batch_size or find_bs(self.learn.yb) * _world()
+        n = self.batch_size or find_bs(self.learn.xb) * _world()
         self.update(n)
 
     def update(self, n:int, skip:torch.Tensor|None=None):
