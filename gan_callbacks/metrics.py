@@ -18,7 +18,8 @@ from fastai.torch_core import default_device
 from .data import pix2pix_datablock, get_pairs
 from .samples import gan_callbacks_home
 from .interop import read_generator
-from .inference import generator_settings, run_generator, test_modes, eval_mode, image_exts
+from .inference import generator_settings, image_exts
+from .test_time import run_generator, test_modes, default_test_mode, eval_mode, kept_rng
 from .show import image_grid
 
 # %% auto #0
@@ -278,11 +279,12 @@ def _valid_loader(folder, layout, direction, size, in_ch, out_ch, bs, device):
     return dblock.dataloaders(items, bs=bs, device=device, shuffle=False).valid, items
 
 @torch.no_grad()
-def translate_all(G, dl, test_mode='eval'):
-    "Inputs, outputs and targets of every batch of `dl`, G in `test_mode` ('eval' or the paper's, see `run_generator`)"
-    xs, outs, ys = [], [], []
-    for x, y in dl: xs.append(x); outs.append(run_generator(G, x, test_mode).float()); ys.append(y)
-    return torch.cat(xs), torch.cat(outs), torch.cat(ys)
+def translate_all(G, dl, test_mode=default_test_mode):
+    "Inputs, outputs and targets of every batch of `dl`, G run on each batch in `test_mode` ('eval' or the paper's): `run_generator`"
+    xs, ys = [], []
+    for x, y in dl: xs.append(x); ys.append(y)
+    x = torch.cat(xs)
+    return x, run_generator(G, x, test_mode, bs=len(xs[0])).float(), torch.cat(ys)
 
 def image_scores(pred, targ):
     "L1, PSNR and SSIM of every image of `pred` against `targ`, as float64 arrays"
@@ -315,8 +317,9 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
     if extractor is None and fid_weights is not None: extractor = fid_inception(fid_weights)   # fails early when missing
     G, s = _generator(model, device, netG=netG)
     size = size or s['size'] or _image_size(get_pairs(folder, layout)[0], s['multiple'])
-    dl, items = _valid_loader(folder, layout, direction, size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
-    x, fake, y = translate_all(G, dl, test_mode or s['test_mode'])
+    with kept_rng(device):   # the data loader's and the test mode's draws leave the caller's random state as it was
+        dl, items = _valid_loader(folder, layout, direction, size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
+        x, fake, y = translate_all(G, dl, test_mode or s['test_mode'])
     scores = image_scores(fake, y)
     summary = dict(n_images=len(y), size=size, **{k: float(v.mean()) for k, v in scores.items()})
     if extractor is not None:
