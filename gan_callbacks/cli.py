@@ -10,14 +10,17 @@ from pathlib import Path
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 from .safety import CheckpointError, stop_on_sigterm
-from .inference import translate_file, image_exts, translate_preprocesses, test_modes
+from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode
+from .losses import gan_modes
+from .cut import cut_modes
 from .metrics import evaluate
 from .state_dicts import InteropError
 from .interop import read_generator, export_generator, export_formats
 from . import __version__
 from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
 from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
-from .runs import train_runs, train, Interrupted, how_stopped, after_fit_interrupted, run_ended
+from .runs import train_runs, train, defaults_of
+from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_ended
 
 # %% auto #0
 __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
@@ -74,7 +77,22 @@ class _Help(argparse.HelpFormatter):
         if action.nargs == 0 and action.const is True: return h + ' (default: off)'   # a switch
         return h if d is None else h + (' (default: off)' if d is False else f' (default: {d})')
 
+def _by_model(arg, show=str):
+    "The default of option `arg` (or function `arg` of the run) of the models that have it: '9' if it is one, else 'vanilla (pix2pix), lsgan (cyclegan, cut, fastcut)'"
+    vals = {}
+    for m, r in train_runs.items():
+        d = defaults_of(r)
+        if callable(arg) or arg in d: vals.setdefault(show(arg(r) if callable(arg) else d[arg]), []).append(m)
+    return next(iter(vals)) if len(vals) == 1 else ', '.join(f"{v} ({', '.join(ms)})" for v, ms in vals.items())
+
+def _by_mode(arg, show=str):
+    "CUT's and FastCUT's defaults of `arg` (in `cut_modes`): '1 for cut, 10 for fastcut'"
+    return ', '.join(f"{show(m[arg])} for {k}" for k, m in cut_modes.items())
+
+def _on(b): return 'on' if b else 'off'
+
 def _parser():
+    t_ = defaults_of(train)
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -85,47 +103,49 @@ def _parser():
     src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/); no default: give --data or --sample')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
     t.add_argument('--out', help='output folder (default MODEL_out: pix2pix_out, cyclegan_out, ...)')
-    t.add_argument('--epochs', type=int, help="epochs at the initial lr (default: the reference's, 100; CUT 200, FastCUT 150)")
-    t.add_argument('--epochs-decay', type=int, help="epochs of linear lr decay to ~0 (default: the reference's, 100; CUT 200, FastCUT 50)")
-    t.add_argument('--bs', type=int, default=1, help='batch size')
-    t.add_argument('--load-size', type=int, default=286, help='images are resized to this before cropping')
-    t.add_argument('--crop-size', type=int, default=256, help='random crop size (the training image size)')
-    t.add_argument('--lr', type=float, default=2e-4, help='initial learning rate')
-    t.add_argument('--ngf', type=int, default=64, help="generator's width")
-    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default='fp32', help='bf16 is fast on the CPU; fp16 needs CUDA')
-    t.add_argument('--gan-mode', choices=('vanilla', 'lsgan', 'hinge', 'wgangp'), help='default vanilla (pix2pix), lsgan (cyclegan, cut)')
+    schedule = lambda i: _by_model(lambda r: r.schedule[i])
+    t.add_argument('--epochs', type=int, help=f"epochs at the initial lr (default: the reference's, {schedule(0)})")
+    t.add_argument('--epochs-decay', type=int, help=f"epochs of linear lr decay to ~0 (default: the reference's, {schedule(1)})")
+    t.add_argument('--bs', type=int, default=t_.bs, help='batch size')
+    t.add_argument('--load-size', type=int, default=t_.load_size, help='images are resized to this before cropping')
+    t.add_argument('--crop-size', type=int, default=t_.crop_size, help='random crop size (the training image size)')
+    t.add_argument('--lr', type=float, default=t_.lr, help='initial learning rate')
+    t.add_argument('--ngf', type=int, default=t_.ngf, help="generator's width")
+    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default=t_.precision, help='bf16 is fast on the CPU; fp16 needs CUDA')
+    t.add_argument('--gan-mode', choices=gan_modes, help=f"default {_by_model('gan_mode')}")
     p2p = t.add_argument_group('pix2pix', 'options of --model pix2pix')
-    p2p.add_argument('--lambda-l1', type=float, help='weight of the L1 term (default 100)')
-    p2p.add_argument('--direction', choices=('AtoB', 'BtoA'), help='default AtoB')
-    p2p.add_argument('--layout', choices=('aligned', 'separate'), help='default aligned')
-    p2p.add_argument('--test-mode', choices=('paper', 'eval'),
-                   help="how G runs on validation and translation: 'paper' (dropout on, batch statistics; the default) or 'eval'")
+    p2p.add_argument('--lambda-l1', type=float, help=f"weight of the L1 term (default {_by_model('lambda_l1', '{:g}'.format)})")
+    p2p.add_argument('--direction', choices=('AtoB', 'BtoA'), help=f"default {_by_model('direction')}")
+    p2p.add_argument('--layout', choices=('aligned', 'separate'), help=f"default {_by_model('layout')}")
+    p2p.add_argument('--test-mode', choices=test_modes, help="how G runs on validation and translation: 'paper' (dropout on, batch "
+                     f"statistics) or 'eval' (default {_by_model('test_mode')})")
     p2p.add_argument('--channels-last', action='store_true', default=None, help='G, D and batches in channels_last memory format')
     p2p.add_argument('--compile', action='store_true', default=None, help="torch.compile G's and D's forward (a slow first epoch)")
-    t.add_argument('--n-samples', type=int, default=8, help='validation examples in the per-epoch grid')
+    t.add_argument('--n-samples', type=int, default=t_.n_samples, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None, help='seed of every random generator (default: none, a different run each time)')
     w = t.add_argument_group('watching and keeping', 'logs of the run, validation, the best epoch')
     w.add_argument('--tensorboard', metavar='DIR', help='write TensorBoard logs to DIR: losses per iteration, lrs, validation columns, '
                    'an image grid per epoch (default: none)')
     w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
-    w.add_argument('--val-every', type=int, default=1, help='validate after every N epochs (and after the last)')
+    w.add_argument('--val-every', type=int, default=t_.val_every, help='validate after every N epochs (and after the last)')
     w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
-    c.add_argument('--n-blocks', type=int, help="residual blocks of the ResNet generators (default 9; cut and fastcut too)")
-    c.add_argument('--lambda-a', type=float, help='weight of the A -> B -> A cycle loss (default 10)')
-    c.add_argument('--lambda-b', type=float, help='weight of the B -> A -> B cycle loss (default 10)')
-    c.add_argument('--lambda-idt', type=float, help='weight of the identity loss, relative to the cycle weights (default 0.5; 0 when A and B differ in channels)')
-    c.add_argument('--pool-size', type=int, help='fake images kept for the discriminators (default 50, 0: none)')
+    g = lambda arg: _by_model(arg, '{:g}'.format)
+    c.add_argument('--n-blocks', type=int, help=f"residual blocks of the ResNet generators (default {_by_model('n_blocks')})")
+    c.add_argument('--lambda-a', type=float, help=f"weight of the A -> B -> A cycle loss (default {g('lambda_a')})")
+    c.add_argument('--lambda-b', type=float, help=f"weight of the B -> A -> B cycle loss (default {g('lambda_b')})")
+    c.add_argument('--lambda-idt', type=float, help=f"weight of the identity loss, relative to the cycle weights (default {g('lambda_idt')}; 0 when A and B differ in channels)")
+    c.add_argument('--pool-size', type=int, help=f"fake images kept for the discriminators (default {_by_model('pool_size')}, 0: none)")
     u = t.add_argument_group('cut', 'options of --model cut and --model fastcut (--n-blocks too)')
-    u.add_argument('--lambda-gan', type=float, help="weight of G's GAN term (default 1)")
-    u.add_argument('--lambda-nce', type=float, help='weight of the PatchNCE loss (default 1 for cut, 10 for fastcut)')
-    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help='the NCE identity term on G(B) (default on for cut, off for fastcut)')
-    u.add_argument('--num-patches', type=int, help='locations PatchNCE samples per layer (default 256)')
-    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help='flip half of the inputs (default off for cut, on for fastcut)')
+    u.add_argument('--lambda-gan', type=float, help=f"weight of G's GAN term (default {g('lambda_gan')})")
+    u.add_argument('--lambda-nce', type=float, help=f"weight of the PatchNCE loss (default {_by_mode('lambda_nce', '{:g}'.format)})")
+    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help=f"the NCE identity term on G(B) (default {_by_mode('nce_idt', _on)})")
+    u.add_argument('--num-patches', type=int, help=f"locations PatchNCE samples per layer (default {_by_model('num_patches')})")
+    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help=f"flip half of the inputs (default {_by_mode('flip_equivariance', _on)})")
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')
@@ -134,7 +154,8 @@ def _parser():
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
     r.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB', help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
-                   "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or 'paper' for a .pth")
+                   "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or "
+                   f"{reference_test_mode!r} for a .pth")
     r.add_argument('--preprocess', choices=translate_preprocesses, default=None, help="pad (the default without --load-size): "
                    "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
@@ -166,7 +187,7 @@ def _parser():
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
     e.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
     e.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
-    e.add_argument('--test-mode', choices=test_modes, default=None, help="default: the trainer's, or 'paper' for a .pth")
+    e.add_argument('--test-mode', choices=test_modes, default=None, help=f"default: the trainer's, or {reference_test_mode!r} for a .pth")
     e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
