@@ -13,7 +13,7 @@ from .safety import CheckpointError, stop_on_sigterm
 from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode
 from .losses import gan_modes
 from .cut import cut_modes
-from .metrics import evaluate
+from .evaluation import evaluate
 from .state_dicts import InteropError
 from .interop import read_generator, export_generator, export_formats
 from . import __version__

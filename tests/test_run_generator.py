@@ -11,7 +11,7 @@ from gan_callbacks.models import UnetGenerator
 from gan_callbacks.inference import translate_batch, translate_file, generator_settings, to_pil
 from gan_callbacks.show import SampleGrid, MappingL1
 from gan_callbacks.loggers import GANLogger
-from gan_callbacks.metrics import translate_all, evaluate
+from gan_callbacks.evaluation import translate_all, evaluate
 from gan_callbacks.samples import sample_pairs
 
 
@@ -84,5 +84,9 @@ def test_old_names_still_import():
     from gan_callbacks.inference import run_generator as r, eval_mode, test_modes, generator as g, generator_of
     assert r is run_generator and eval_mode is test_time.eval_mode and test_modes is test_time.test_modes and g is generator_of
     assert generator.paper_test_mode is test_time.paper_test_mode
-    for n in ('run_generator', 'default_test_mode', 'generator_of', 'test_mode_of', 'translate_batch', 'paper_test_mode'):
+    from gan_callbacks import metrics, evaluation, runs, interrupts
+    assert metrics.evaluate is evaluation.evaluate and metrics.translate_all is evaluation.translate_all
+    assert runs.Interrupted is interrupts.Interrupted and runs.run_ended is interrupts.run_ended
+    for n in ('run_generator', 'default_test_mode', 'generator_of', 'test_mode_of', 'translate_batch', 'paper_test_mode',
+              'evaluate', 'format_summary', 'fit_interruptible', 'Interrupted', 'defaults_of'):
         assert n in everything.__all__, n
