@@ -90,7 +90,7 @@ class GANLogger(Callback):
     def grids(self):
         "This epoch's `(tag, grid)`s: input | output | target; for CycleGAN, per direction, input | translation | translated back"
         if not self.images: return []
-        tr = lambda x, d='AtoB': translate_batch(self.learn, x, d)   # in the trainer's test mode, training's draws untouched
+        tr = lambda x, d='AtoB': translate_batch(self.learn, x, d, bs=None)   # one batch, in the trainer's test mode, training's draws untouched
         if hasattr(unwrap(self.learn.model), 'g_a'):
             a, b = self.images[:2]
             fb, fa = tr(a), tr(b, 'BtoA')

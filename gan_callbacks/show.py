@@ -59,8 +59,8 @@ class SampleGrid(Callback):
         self.files = []
 
     def predict(self):
-        "G's output on the kept inputs (G_A's for a CycleGAN): `translate_batch`, in the trainer's test mode"
-        return translate_batch(self.learn, self.x)
+        "G's output on the kept inputs (G_A's for a CycleGAN), in one batch: `translate_batch`, in the trainer's test mode"
+        return translate_batch(self.learn, self.x, bs=None)
 
     def before_epoch(self): self.skipped = False
     def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid
