@@ -39,7 +39,7 @@ def defaults_of(f) -> AttrDict:
     "The defaults of `f`'s arguments, by name: a run reads its model's defaults where they are stated, in the trainer's signature"
     return AttrDict({k: p.default for k, p in inspect.signature(f).parameters.items() if p.default is not p.empty})
 
-_fit, _data = defaults_of(Learner.fit_gan), defaults_of(Pix2pixDataLoaders.from_folder)
+_fit_gan, _data = defaults_of(Learner.fit_gan), defaults_of(Pix2pixDataLoaders.from_folder)
 
 def _check_train(data, sample, out, seed, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
@@ -63,7 +63,7 @@ def _set_precision(learn, precision):
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
     name, multiple, why, sample_name = None, 1, '', 'sample dataset'
-    schedule = (_fit.n_epochs, _fit.n_epochs_decay)   # epochs at the initial lr and of linear decay, when `train` is given none
+    schedule = (_fit_gan.n_epochs, _fit_gan.n_epochs_decay)   # epochs at the initial lr and of linear decay, when `train` is given none
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
     def check(self): pass          # checks of the model's own options that `check_numbers` does not make
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
@@ -90,7 +90,7 @@ def _wandb_logger(out, model, n_samples, config):
     return WandbGAN(n_images=n_samples)
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
-          crop_size=_data.crop_size, lr=_fit.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
+          crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, **options):
     "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
