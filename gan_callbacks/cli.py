@@ -6,6 +6,7 @@
 from __future__ import annotations
 import argparse, inspect, shlex, sys, warnings
 from functools import partial
+from fastcore.meta import delegates
 from pathlib import Path
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
@@ -16,6 +17,7 @@ from .cut import cut_modes
 from .evaluation import evaluate
 from .state_dicts import InteropError
 from .interop import read_generator, export_generator, export_formats
+from .app import serve
 from . import __version__
 from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
 from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
@@ -54,17 +56,18 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     return [output/f.name for f in files]
 
 # %% ../nbs/06_cli.ipynb #d424cf80
-def app(model, host='127.0.0.1', port=7860, max_pixels=50_000_000):
+@delegates(serve)
+def app(model, **kwargs):
     "Serve a web page on `host`:`port` that translates dropped images with generator `model` (a model folder, or any file `translate` reads)"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
-    from gan_callbacks.app import serve
-    serve(model, host, port, max_pixels)
+    serve(model, **kwargs)
 
-def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None, trust_pickle=False):
+@delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet'])
+def evaluate_cmd(model, data, *args, trust_pickle=False, **kwargs):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
-    try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
+    try: return evaluate(model, data, *args, **kwargs)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
@@ -92,7 +95,7 @@ def _by_mode(arg, show=str):
 def _on(b): return 'on' if b else 'off'
 
 def _parser():
-    t_ = defaults_of(train)
+    t_, r_, x_, a_, e_ = map(defaults_of, (train, translate, export_generator, app, evaluate_cmd))   # each default where it is stated
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -152,7 +155,7 @@ def _parser():
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
-    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB', help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
+    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default=r_.direction, help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
                    "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or "
                    f"{reference_test_mode!r} for a .pth")
@@ -161,7 +164,7 @@ def _parser():
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
     r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
                    "overlap: any image size in the memory of one batch of tiles")
-    r.add_argument('--overlap', type=int, default=64, help="pixels shared by neighbouring tiles (default 64)")
+    r.add_argument('--overlap', type=int, default=r_.overlap, help="pixels shared by neighbouring tiles")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
@@ -171,24 +174,24 @@ def _parser():
     x.add_argument('--format', choices=export_formats, required=True)
     x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference), or the folder (--format folder)')
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
-    x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
+    x.add_argument('--batch', type=int, default=x_.batch, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
     x.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     a = sub.add_parser('app', help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
-    a.add_argument('--host', default='127.0.0.1', help='address to serve on (default: this machine only)')
-    a.add_argument('--port', type=int, default=7860)
-    a.add_argument('--max-pixels', type=int, default=50_000_000, help='larger uploads are refused with a message')
+    a.add_argument('--host', default=a_.host, help='address to serve on (default: this machine only)')
+    a.add_argument('--port', type=int, default=a_.port)
+    a.add_argument('--max-pixels', type=int, default=a_.max_pixels, help='larger uploads are refused with a message')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
-    e.add_argument('--out', default='evaluation', help='output folder')
+    e.add_argument('--out', default=e_.out, help='output folder')
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
-    e.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
-    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
+    e.add_argument('--layout', choices=('aligned', 'separate'), default=e_.layout)
+    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=e_.direction)
     e.add_argument('--test-mode', choices=test_modes, default=None, help=f"default: the trainer's, or {reference_test_mode!r} for a .pth")
-    e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
+    e.add_argument('--n-show', type=int, default=e_.n_show, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     return p
