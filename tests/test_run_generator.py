@@ -86,6 +86,8 @@ def test_old_names_still_import():
     assert generator.paper_test_mode is test_time.paper_test_mode
     from gan_callbacks import metrics, evaluation, runs, interrupts
     assert metrics.evaluate is evaluation.evaluate and metrics.translate_all is evaluation.translate_all
+    from gan_callbacks import inception
+    assert metrics.FIDInception is inception.FIDInception and metrics.fid_inception is inception.fid_inception
     assert runs.Interrupted is interrupts.Interrupted and runs.run_ended is interrupts.run_ended
     for n in ('run_generator', 'default_test_mode', 'generator_of', 'test_mode_of', 'translate_batch', 'paper_test_mode',
               'evaluate', 'format_summary', 'fit_interruptible', 'Interrupted', 'defaults_of'):
