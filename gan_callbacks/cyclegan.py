@@ -19,7 +19,7 @@ from .gan import AdversarialTrainer
 from .guard import norm_stats, restore_if
 from .steps import learner_device
 from .internals import predicting, is_tensorboard_callback
-from .generator import to_multiple, from_multiple, check_image_range
+from .test_time import to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 from .data import unpaired_batch, domain_channels

@@ -11,7 +11,7 @@ from fastcore.foundation import L
 from fastai.callback.core import Callback
 from fastai.optimizer import Adam
 from .core import StateDictCallback, HeldContexts, skip_update
-from .generator import paper_test_mode
+from .test_time import paper_test_mode
 from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config
 from .distributed import DistributedGAN
 from .steps import step, follow_schedule, learner_device

@@ -19,7 +19,7 @@ from .progress import SyncFreeProgressCallback
 from .gan import AdversarialTrainer
 from .guard import NonFiniteError, norm_stats
 from .internals import predicting
-from .generator import paper_test_mode, to_multiple, from_multiple, check_image_range
+from .test_time import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 
