@@ -6,6 +6,7 @@
 __all__ = []
 
 # %% ../nbs/09_all.ipynb #c007f2f4
+import importlib
 from .core import *
 from .models import *
 from .losses import *
@@ -15,6 +16,7 @@ from .loader import *
 from .data import *
 from .optim import *
 from .progress import *
+from .generator import *
 from .gan import *
 from .learner import *
 from .pix2pix import *
@@ -32,5 +34,8 @@ from .interop import *
 from .state_dicts import *
 from .model_folder import *
 from .distributed import *
-from . import core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))
+from .loggers import *
+from .app import *
+_modules = ('core', 'models', 'losses', 'images', 'samples', 'loader', 'data', 'optim', 'progress', 'generator', 'gan', 'learner', 'pix2pix', 'cyclegan', 'cut', 'checkpoint', 'safety', 'inference', 'show', 'checks', 'runs', 'cli', 'metrics', 'interop', 'state_dicts', 'model_folder', 'distributed', 'loggers', 'app')
+# the names, not the modules: `generator` (a function of `inference`) and `app` (a command of `cli`) are modules' names too
+__all__ = list(dict.fromkeys(n for m in _modules for n in importlib.import_module(f'gan_callbacks.{m}').__all__))

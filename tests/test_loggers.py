@@ -146,3 +146,23 @@ def test_cli_val_every_and_early_stop(pairs, tmp_path):
     best = json.loads((out/'summary.json').read_text())['best']
     l1s = [float(r['valid_loss']) for r in rows if r['valid_loss'] != 'None']
     assert best['metric'] == 'l1' and best['score'] == pytest.approx(min(l1s), rel=1e-5)
+
+
+def test_all_brings_the_loggers_and_the_readme_snippet_runs(pairs, tmp_path):
+    "`from gan_callbacks.all import *` has the loggers, their optional packages imported only when used; the README's snippet runs"
+    import subprocess
+    code = ("import sys; ns = {}; exec('from gan_callbacks.all import *', ns)\n"
+            "names = ('TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop', 'to_multiple', 'make_app')\n"
+            "assert all(n in ns for n in names), [n for n in names if n not in ns]\n"
+            "assert callable(ns['generator']) and callable(ns['app'])   # inference.generator and cli.app, not the modules\n"
+            "assert not {'wandb', 'gradio', 'torch.utils.tensorboard'} & set(sys.modules), sorted(sys.modules)")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ns = {}
+    exec('from gan_callbacks.all import *', ns)
+    learn = pix2pix_on(pairs); learn.path = tmp_path
+    best = ns['KeepBest']('valid_loss')
+    with contextlib.redirect_stdout(io.StringIO()):
+        learn.fit_gan(2, 1, cbs=[ns['TensorBoardGAN'](tmp_path/'runs'), ns['ValidateEvery'](2), best, ns['EarlyStop']('valid_loss', patience=4)])
+    assert best.best_epoch in (1, 2) and best.export_best('best.pkl') == 'best.pkl' and (tmp_path/'best.pkl').is_file()
+    assert any(f.name.startswith('events') for f in (tmp_path/'runs').rglob('*'))
