@@ -148,6 +148,31 @@ def test_cli_val_every_and_early_stop(pairs, tmp_path):
     assert best['metric'] == 'l1' and best['score'] == pytest.approx(min(l1s), rel=1e-5)
 
 
+@pytest.mark.parametrize('stopper', ['EarlyStop', 'EarlyStoppingCallback'])
+def test_the_stopping_epoch_has_its_sample_grid(pairs, tmp_path, stopper):
+    "An early stop ends the fit in `after_epoch`: the grid of the epoch it stops in is written first"
+    from fastai.callback.tracker import EarlyStoppingCallback
+    from gan_callbacks.loggers import EarlyStop
+    from gan_callbacks.show import SampleGrid
+    learn = pix2pix_on(pairs); learn.path = tmp_path
+    stop = dict(EarlyStop=EarlyStop, EarlyStoppingCallback=EarlyStoppingCallback)[stopper]('valid_loss', min_delta=10, patience=1)
+    with quiet(): learn.fit(5, 1e-3, cbs=[SampleGrid(tmp_path, n=1), stop])
+    assert len(learn.recorder.values) == 2   # the first sets the best, the second does not improve by 10: stopped
+    assert sorted(f.name for f in tmp_path.glob('samples_epoch*.png')) == ['samples_epoch000.png', 'samples_epoch001.png']
+
+def test_cli_best_epoch_one_numbering(pairs, tmp_path, capsys):
+    "`--keep-best`: the printed epoch is summary.json's and history.csv's, counted from 0, with its grid's name"
+    out = tmp_path/'run'
+    args = ['train', '--data', pairs, '--out', out, '--epochs', 2, '--epochs-decay', 0, '--bs', 2, '--load-size', 32, '--crop-size', 32,
+            '--ngf', 4, '--lr', 1e-3, '--n-samples', 1, '--seed', 0, '--keep-best', 'l1']
+    assert run_cli(args) == 0
+    best = json.loads((out/'summary.json').read_text())['best']
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    e = best['epoch']
+    assert float(rows[e]['valid_loss']) == pytest.approx(best['score'], rel=1e-5) and int(rows[e]['epoch']) == e
+    line = next(l for l in capsys.readouterr().out.splitlines() if 'best_generator.pkl' in l)
+    assert f"the generator of epoch {e} " in line and f"samples_epoch{e:03d}.png" in line and (out/f"samples_epoch{e:03d}.png").is_file()
+
 def test_all_brings_the_loggers_and_the_readme_snippet_runs(pairs, tmp_path):
     "`from gan_callbacks.all import *` has the loggers, their optional packages imported only when used; the README's snippet runs"
     import subprocess
