@@ -4,7 +4,7 @@
 
 # %% ../nbs/16_app.ipynb #014e7dc4
 from __future__ import annotations
-import os, tempfile
+import atexit, os, shutil, tempfile
 from pathlib import Path
 from PIL import Image
 from .state_dicts import InteropError
@@ -42,15 +42,23 @@ def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='w
     except (OSError, ValueError) as e: raise AppError(f"{Path(fn).name}: {e}") from None
 
 # %% ../nbs/16_app.ipynb #5826e152
+def _app_folder():
+    "A new folder of the app's own in the system's temporary folder, removed when the process ends"
+    d = Path(tempfile.mkdtemp(prefix='gan_callbacks_app_'))
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
 def make_app(model, max_pixels:int=upload_limit):
-    "A Gradio page translating dropped images with the generator in model folder (or file) `model`"
+    "A Gradio page translating dropped images with the generator in model folder (or file) `model`; its files in `_app_folder()`"
     os.environ.setdefault('GRADIO_ANALYTICS_ENABLED', 'False')
+    folder = _app_folder()
+    os.environ.setdefault('GRADIO_TEMP_DIR', str(folder/'gradio'))   # uploads and cache; set before Gradio's import, which reads it
     try: import gradio as gr
     except ImportError: raise InteropError('the app needs Gradio: pip install "gan_callbacks[app]"') from None
     G, s = read_generator(model)
     directions = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB']
     def run(fn, direction, tile):
-        try: out = translate_upload(G, s, fn, direction, tile, max_pixels=max_pixels)
+        try: out = translate_upload(G, s, fn, direction, tile, out_dir=folder/'translations', max_pixels=max_pixels)
         except AppError as e: return None, None, f"**Could not translate:** {e}"
         return str(out), str(out), f"Translated {Path(fn).name} ({direction}, {tile if tile == tile_choices[0] else tile + ' px tiles'})."
     with gr.Blocks(title=f'gan_callbacks: {Path(model).name}') as app:

@@ -8,8 +8,10 @@ import argparse, inspect, shlex, sys, warnings
 from functools import partial
 from fastcore.meta import delegates
 from pathlib import Path
-# fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
+# deprecations inside fastai, printed at its import, that a user of the command cannot act on: it scripts a few functions,
+# and sets a pandas option pandas 3 deprecates
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
+warnings.filterwarnings('ignore', message=r"The 'mode\.chained_assignment' option is deprecated")
 from .safety import CheckpointError, stop_on_sigterm
 from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode
 from .losses import gan_modes
@@ -45,7 +47,8 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     check_pickle(model, trust_pickle)
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
-        raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
+        raise CLIError(f"--direction BtoA: {model} holds one generator ({type(G).__name__}), which translates A -> B only; "
+                       "a CycleGAN model (G_A and G_B) translates both ways")
     output = make_out_dir(output)
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
@@ -236,7 +239,9 @@ def main(argv=None):
     if cmd == 'train' and relaunch(args, argv): return
     run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app)[cmd]
     try:
-        with stop_on_sigterm():
+        with stop_on_sigterm(), warnings.catch_warnings():
+            # fastai's notice at every `load_learner`: the commands load a pickle only when given --trust-pickle
+            warnings.filterwarnings('ignore', message=r"load_learner` uses Python's insecure pickle module", category=UserWarning)
             run(**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except (CheckpointError, OSError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")

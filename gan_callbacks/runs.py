@@ -92,7 +92,7 @@ def _wandb_logger(out, model, n_samples, config):
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
           crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, **options):
-    "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
+    "Train `model` (pix2pix, cyclegan, cut or fastcut) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
@@ -124,7 +124,8 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     summary, lines = run.summary(learn, data, out, grid)
     if keep and keep.export_best('best_generator.pkl'):
         summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
-        lines.append(f"  best_generator.pkl  the generator of epoch {keep.best_epoch + 1}, the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
+        e = keep.best_epoch   # counted from 0, as history.csv, summary.json and the file names count
+        lines.append(f"  best_generator.pkl  the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images

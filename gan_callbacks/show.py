@@ -44,7 +44,7 @@ def image_grid(rows, pad=2, labels=None, title=None, scale=1, border=0):
 
 class SampleGrid(Callback):
     "After every epoch, write `path/fname` with the first `n` validation pairs as rows of input | output | target, titled"
-    order, run_valid = 65, False
+    order, run_valid = 62, False   # after the Recorder's row (the title's loss), before the early stops (63), which end the fit in `after_epoch`
     labels = ('input', 'output', 'target')
     def __init__(self, path='.', n=8, fname='samples_epoch{epoch:03d}.png',
                  size=128): # smaller images are enlarged (a whole factor, nearest) to about this height

@@ -373,3 +373,27 @@ def test_cut_summary_names_its_one_generator():
         r.truth = None
         s, lines = r.summary(learn, 'data', Path('out'), grid)
         assert f'A | {g}(A) |' in lines[-1] and ('--direction AtoB|BtoA' in lines[-1]) == d
+
+def test_one_direction_generators_name_themselves_for_BtoA(tmp_path, capsys):
+    "`--direction BtoA` with a CUT generator: refused, naming what the file holds, not calling it pix2pix"
+    from gan_callbacks.models import ResnetGenerator
+    from gan_callbacks.model_folder import write_model_folder
+    G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    write_model_folder(G, tmp_path/'cut', dict(size=32, test_mode='eval'))
+    Image.new('RGB', (16, 16)).save(tmp_path/'x.png')
+    assert run(['translate', '--model', tmp_path/'cut', '--input', tmp_path/'x.png', '--output', tmp_path/'o', '--direction', 'BtoA']) == 2
+    err = capsys.readouterr().err
+    assert 'translates A -> B only' in err and 'ResnetGenerator' in err and 'pix2pix' not in err and len(err.splitlines()) == 1
+
+def test_train_help_names_every_model(capsys):
+    from gan_callbacks.runs import train_runs
+    with pytest.raises(SystemExit): main(['train', '--help'])
+    out = capsys.readouterr().out
+    description = out.split('\n\n')[1]   # after the usage, before the options
+    assert all(m in description for m in train_runs), description
+
+def test_commands_print_no_third_party_notices(trained, tiny, tmp_path):
+    "Every warning shown (`python -W default`): `translate` of a pickle it was told to trust prints its own line only, no fastai, pandas or torch notice"
+    r = subprocess.run([sys.executable, '-W', 'default', '-m', 'gan_callbacks', 'translate', '--model', str(trained/'generator.pkl'),
+                        '--trust-pickle', '--input', str(tiny/'val'), '--aligned', '--output', str(tmp_path/'t')], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == '' and r.stdout.startswith('Translated 2 image(s)'), r.stderr
