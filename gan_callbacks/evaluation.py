@@ -17,7 +17,8 @@ from .interop import read_generator
 from .inference import generator_settings
 from .test_time import run_generator, test_modes, default_test_mode, kept_rng
 from .show import image_grid
-from .metrics import image_scores, fid_inception, image_features, frechet_distance, feature_stats, kernel_distance
+from .metrics import image_scores, image_features, frechet_distance, feature_stats, kernel_distance
+from .inception import fid_inception
 
 # %% auto #0
 __all__ = ['translate_all', 'evaluate', 'format_summary']
