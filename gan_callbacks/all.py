@@ -6,6 +6,7 @@
 __all__ = []
 
 # %% ../nbs/09_all.ipynb #c007f2f4
+import importlib
 from .core import *
 from .models import *
 from .losses import *
@@ -15,22 +16,42 @@ from .loader import *
 from .data import *
 from .optim import *
 from .progress import *
+from .steps import *
+from .precision import *
+from .guard import *
+from .loss_log import *
+from .discriminators import *
+from .test_time import *
 from .gan import *
 from .learner import *
 from .pix2pix import *
 from .cyclegan import *
 from .cut import *
+from .hd_models import *
+from .hd_losses import *
+from .labels import *
+from .pix2pixhd import *
+from .augment import *
+from .ema import *
+from .regularize import *
 from .checkpoint import *
 from .safety import *
+from .interrupts import *
 from .inference import *
 from .show import *
 from .checks import *
 from .runs import *
 from .cli import *
 from .metrics import *
+from .inception import *
+from .swd_metric import *
+from .evaluation import *
 from .interop import *
 from .state_dicts import *
 from .model_folder import *
 from .distributed import *
-from . import core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))
+from .loggers import *
+from .app import *
+_modules = ('core', 'models', 'losses', 'images', 'samples', 'loader', 'data', 'optim', 'progress', 'steps', 'precision', 'guard', 'loss_log', 'discriminators', 'test_time', 'gan', 'learner', 'pix2pix', 'cyclegan', 'cut', 'augment', 'ema', 'regularize', 'checkpoint', 'safety', 'interrupts', 'inference', 'show', 'checks', 'runs', 'cli', 'metrics', 'inception', 'swd_metric', 'evaluation', 'interop', 'state_dicts', 'model_folder', 'distributed', 'loggers', 'app')
+# the names, not the modules: `generator` (a function of `inference`) and `app` (a command of `cli`) are modules' names too
+__all__ = list(dict.fromkeys(n for m in _modules for n in importlib.import_module(f'gan_callbacks.{m}').__all__))

@@ -4,7 +4,7 @@
 
 # %% ../nbs/16_app.ipynb #014e7dc4
 from __future__ import annotations
-import os, tempfile
+import atexit, os, shutil, tempfile
 from pathlib import Path
 from PIL import Image
 from .state_dicts import InteropError
@@ -12,15 +12,16 @@ from .interop import read_generator
 from .inference import translate_file
 
 # %% auto #0
-__all__ = ['tile_choices', 'AppError', 'check_upload', 'translate_upload', 'make_app', 'serve']
+__all__ = ['tile_choices', 'upload_limit', 'AppError', 'check_upload', 'translate_upload', 'make_app', 'serve']
 
 # %% ../nbs/16_app.ipynb #3fa88863
 tile_choices = ('whole image', '256', '512', '1024')
+upload_limit = 50_000_000   # pixels: larger uploads are refused with a message
 
 class AppError(ValueError):
     "An upload the app cannot translate, said on the page"
 
-def check_upload(fn, max_pixels:int=50_000_000):
+def check_upload(fn, max_pixels:int=upload_limit):
     "The size of image file `fn`, or an `AppError` saying why it cannot be translated (not an image, or more than `max_pixels`)"
     if fn is None: raise AppError("Drop an image first.")
     name = Path(fn).name
@@ -32,7 +33,7 @@ def check_upload(fn, max_pixels:int=50_000_000):
     return w, h
 
 # %% ../nbs/16_app.ipynb #54ed5805
-def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=50_000_000):
+def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit):
     "Translate uploaded image file `fn` as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
     check_upload(fn, max_pixels)
     out_dir = Path(out_dir or tempfile.mkdtemp(prefix='gan_callbacks_app_')); out_dir.mkdir(parents=True, exist_ok=True)
@@ -41,15 +42,23 @@ def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='w
     except (OSError, ValueError) as e: raise AppError(f"{Path(fn).name}: {e}") from None
 
 # %% ../nbs/16_app.ipynb #5826e152
-def make_app(model, max_pixels:int=50_000_000):
-    "A Gradio page translating dropped images with the generator in model folder (or file) `model`"
+def _app_folder():
+    "A new folder of the app's own in the system's temporary folder, removed when the process ends"
+    d = Path(tempfile.mkdtemp(prefix='gan_callbacks_app_'))
+    atexit.register(shutil.rmtree, d, True)
+    return d
+
+def make_app(model, max_pixels:int=upload_limit):
+    "A Gradio page translating dropped images with the generator in model folder (or file) `model`; its files in `_app_folder()`"
     os.environ.setdefault('GRADIO_ANALYTICS_ENABLED', 'False')
+    folder = _app_folder()
+    os.environ.setdefault('GRADIO_TEMP_DIR', str(folder/'gradio'))   # uploads and cache; set before Gradio's import, which reads it
     try: import gradio as gr
     except ImportError: raise InteropError('the app needs Gradio: pip install "gan_callbacks[app]"') from None
     G, s = read_generator(model)
     directions = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB']
     def run(fn, direction, tile):
-        try: out = translate_upload(G, s, fn, direction, tile, max_pixels=max_pixels)
+        try: out = translate_upload(G, s, fn, direction, tile, out_dir=folder/'translations', max_pixels=max_pixels)
         except AppError as e: return None, None, f"**Could not translate:** {e}"
         return str(out), str(out), f"Translated {Path(fn).name} ({direction}, {tile if tile == tile_choices[0] else tile + ' px tiles'})."
     with gr.Blocks(title=f'gan_callbacks: {Path(model).name}') as app:
@@ -67,6 +76,6 @@ def make_app(model, max_pixels:int=50_000_000):
         go.click(run, [src, direction, tile], [shown, download, status])
     return app
 
-def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=50_000_000):
+def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=upload_limit):
     "Serve the app for `model` on `host`:`port` until interrupted"
     make_app(model, max_pixels).launch(server_name=host, server_port=port, share=False, show_error=False)

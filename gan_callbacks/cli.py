@@ -6,18 +6,25 @@
 from __future__ import annotations
 import argparse, inspect, shlex, sys, warnings
 from functools import partial
+from fastcore.meta import delegates
 from pathlib import Path
-# fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
+# deprecations inside fastai, printed at its import, that a user of the command cannot act on: it scripts a few functions,
+# and sets a pandas option pandas 3 deprecates
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
+warnings.filterwarnings('ignore', message=r"The 'mode\.chained_assignment' option is deprecated")
 from .safety import CheckpointError, stop_on_sigterm
-from .inference import translate_file, image_exts, translate_preprocesses, test_modes
-from .metrics import evaluate
+from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode
+from .losses import gan_modes
+from .cut import cut_modes
+from .evaluation import evaluate
 from .state_dicts import InteropError
 from .interop import read_generator, export_generator, export_formats
+from .app import serve
 from . import __version__
 from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
 from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
-from .runs import train_runs, train, Interrupted, how_stopped, after_fit_interrupted, run_ended
+from .runs import train_runs, train, defaults_of
+from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_ended
 
 # %% auto #0
 __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
@@ -40,7 +47,8 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     check_pickle(model, trust_pickle)
     G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
-        raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
+        raise CLIError(f"--direction BtoA: {model} holds one generator ({type(G).__name__}), which translates A -> B only; "
+                       "a CycleGAN model (G_A and G_B) translates both ways")
     output = make_out_dir(output)
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
@@ -51,17 +59,18 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     return [output/f.name for f in files]
 
 # %% ../nbs/06_cli.ipynb #d424cf80
-def app(model, host='127.0.0.1', port=7860, max_pixels=50_000_000):
+@delegates(serve)
+def app(model, **kwargs):
     "Serve a web page on `host`:`port` that translates dropped images with generator `model` (a model folder, or any file `translate` reads)"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
-    from gan_callbacks.app import serve
-    serve(model, host, port, max_pixels)
+    serve(model, **kwargs)
 
-def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligned', direction='AtoB', test_mode=None, n_show=4, netG=None, trust_pickle=False):
+@delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet'])
+def evaluate_cmd(model, data, *args, trust_pickle=False, **kwargs):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
-    try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
+    try: return evaluate(model, data, *args, **kwargs)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
@@ -74,7 +83,22 @@ class _Help(argparse.HelpFormatter):
         if action.nargs == 0 and action.const is True: return h + ' (default: off)'   # a switch
         return h if d is None else h + (' (default: off)' if d is False else f' (default: {d})')
 
+def _by_model(arg, show=str):
+    "The default of option `arg` (or function `arg` of the run) of the models that have it: '9' if it is one, else 'vanilla (pix2pix), lsgan (cyclegan, cut, fastcut)'"
+    vals = {}
+    for m, r in train_runs.items():
+        d = defaults_of(r)
+        if callable(arg) or arg in d: vals.setdefault(show(arg(r) if callable(arg) else d[arg]), []).append(m)
+    return next(iter(vals)) if len(vals) == 1 else ', '.join(f"{v} ({', '.join(ms)})" for v, ms in vals.items())
+
+def _by_mode(arg, show=str):
+    "CUT's and FastCUT's defaults of `arg` (in `cut_modes`): '1 for cut, 10 for fastcut'"
+    return ', '.join(f"{show(m[arg])} for {k}" for k, m in cut_modes.items())
+
+def _on(b): return 'on' if b else 'off'
+
 def _parser():
+    t_, r_, x_, a_, e_ = map(defaults_of, (train, translate, export_generator, app, evaluate_cmd))   # each default where it is stated
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -86,59 +110,61 @@ def _parser():
                      'pix2pixhd: train_label/, train_inst/, train_img/, val_...); no default: give --data or --sample')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
     t.add_argument('--out', help='output folder (default MODEL_out: pix2pix_out, cyclegan_out, ...)')
-    t.add_argument('--epochs', type=int, help="epochs at the initial lr (default: the reference's, 100; CUT 200, FastCUT 150)")
-    t.add_argument('--epochs-decay', type=int, help="epochs of linear lr decay to ~0 (default: the reference's, 100; CUT 200, FastCUT 50)")
-    t.add_argument('--bs', type=int, default=1, help='batch size')
-    t.add_argument('--load-size', type=int, default=286, help='images are resized to this before cropping')
-    t.add_argument('--crop-size', type=int, default=256, help='random crop size (the training image size)')
-    t.add_argument('--lr', type=float, default=2e-4, help='initial learning rate')
-    t.add_argument('--ngf', type=int, default=64, help="generator's width")
-    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default='fp32', help='bf16 is fast on the CPU; fp16 needs CUDA')
-    t.add_argument('--gan-mode', choices=('vanilla', 'lsgan', 'hinge', 'wgangp'), help='default vanilla (pix2pix), lsgan (cyclegan, cut, pix2pixhd)')
+    schedule = lambda i: _by_model(lambda r: r.schedule[i])
+    t.add_argument('--epochs', type=int, help=f"epochs at the initial lr (default: the reference's, {schedule(0)})")
+    t.add_argument('--epochs-decay', type=int, help=f"epochs of linear lr decay to ~0 (default: the reference's, {schedule(1)})")
+    t.add_argument('--bs', type=int, default=t_.bs, help='batch size')
+    t.add_argument('--load-size', type=int, default=t_.load_size, help='images are resized to this before cropping')
+    t.add_argument('--crop-size', type=int, default=t_.crop_size, help='random crop size (the training image size)')
+    t.add_argument('--lr', type=float, default=t_.lr, help='initial learning rate')
+    t.add_argument('--ngf', type=int, default=t_.ngf, help="generator's width")
+    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default=t_.precision, help='bf16 is fast on the CPU; fp16 needs CUDA')
+    t.add_argument('--gan-mode', choices=gan_modes, help=f"default {_by_model('gan_mode')}")
     p2p = t.add_argument_group('pix2pix', 'options of --model pix2pix')
-    p2p.add_argument('--lambda-l1', type=float, help='weight of the L1 term (default 100)')
-    p2p.add_argument('--direction', choices=('AtoB', 'BtoA'), help='default AtoB')
-    p2p.add_argument('--layout', choices=('aligned', 'separate'), help='default aligned')
-    p2p.add_argument('--test-mode', choices=('paper', 'eval'),
-                   help="how G runs on validation and translation: 'paper' (dropout on, batch statistics; the default) or 'eval'")
+    p2p.add_argument('--lambda-l1', type=float, help=f"weight of the L1 term (default {_by_model('lambda_l1', '{:g}'.format)})")
+    p2p.add_argument('--direction', choices=('AtoB', 'BtoA'), help=f"default {_by_model('direction')}")
+    p2p.add_argument('--layout', choices=('aligned', 'separate'), help=f"default {_by_model('layout')}")
+    p2p.add_argument('--test-mode', choices=test_modes, help="how G runs on validation and translation: 'paper' (dropout on, batch "
+                     f"statistics) or 'eval' (default {_by_model('test_mode')})")
     p2p.add_argument('--channels-last', action='store_true', default=None, help='G, D and batches in channels_last memory format')
     p2p.add_argument('--compile', action='store_true', default=None, help="torch.compile G's and D's forward (a slow first epoch)")
-    t.add_argument('--n-samples', type=int, default=8, help='validation examples in the per-epoch grid')
+    t.add_argument('--n-samples', type=int, default=t_.n_samples, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None, help='seed of every random generator (default: none, a different run each time)')
     w = t.add_argument_group('watching and keeping', 'logs of the run, validation, the best epoch')
     w.add_argument('--tensorboard', metavar='DIR', help='write TensorBoard logs to DIR: losses per iteration, lrs, validation columns, '
                    'an image grid per epoch (default: none)')
     w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
-    w.add_argument('--val-every', type=int, default=1, help='validate after every N epochs (and after the last)')
+    w.add_argument('--val-every', type=int, default=t_.val_every, help='validate after every N epochs (and after the last)')
     w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
-    c.add_argument('--n-blocks', type=int, help="residual blocks of the ResNet generators (default 9; cut and fastcut too)")
-    c.add_argument('--lambda-a', type=float, help='weight of the A -> B -> A cycle loss (default 10)')
-    c.add_argument('--lambda-b', type=float, help='weight of the B -> A -> B cycle loss (default 10)')
-    c.add_argument('--lambda-idt', type=float, help='weight of the identity loss, relative to the cycle weights (default 0.5; 0 when A and B differ in channels)')
-    c.add_argument('--pool-size', type=int, help='fake images kept for the discriminators (default 50, 0: none)')
+    g = lambda arg: _by_model(arg, '{:g}'.format)
+    c.add_argument('--n-blocks', type=int, help=f"residual blocks of the ResNet generators (default {_by_model('n_blocks')})")
+    c.add_argument('--lambda-a', type=float, help=f"weight of the A -> B -> A cycle loss (default {g('lambda_a')})")
+    c.add_argument('--lambda-b', type=float, help=f"weight of the B -> A -> B cycle loss (default {g('lambda_b')})")
+    c.add_argument('--lambda-idt', type=float, help=f"weight of the identity loss, relative to the cycle weights (default {g('lambda_idt')}; 0 when A and B differ in channels)")
+    c.add_argument('--pool-size', type=int, help=f"fake images kept for the discriminators (default {_by_model('pool_size')}, 0: none)")
     u = t.add_argument_group('cut', 'options of --model cut and --model fastcut (--n-blocks too)')
-    u.add_argument('--lambda-gan', type=float, help="weight of G's GAN term (default 1)")
-    u.add_argument('--lambda-nce', type=float, help='weight of the PatchNCE loss (default 1 for cut, 10 for fastcut)')
-    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help='the NCE identity term on G(B) (default on for cut, off for fastcut)')
-    u.add_argument('--num-patches', type=int, help='locations PatchNCE samples per layer (default 256)')
-    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help='flip half of the inputs (default off for cut, on for fastcut)')
+    u.add_argument('--lambda-gan', type=float, help=f"weight of G's GAN term (default {g('lambda_gan')})")
+    u.add_argument('--lambda-nce', type=float, help=f"weight of the PatchNCE loss (default {_by_mode('lambda_nce', '{:g}'.format)})")
+    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help=f"the NCE identity term on G(B) (default {_by_mode('nce_idt', _on)})")
+    u.add_argument('--num-patches', type=int, help=f"locations PatchNCE samples per layer (default {_by_model('num_patches')})")
+    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help=f"flip half of the inputs (default {_by_mode('flip_equivariance', _on)})")
     h = t.add_argument_group('pix2pixhd', 'options of --model pix2pixhd (--n-blocks, --pool-size too); images scale to --load-size wide, no crop')
-    h.add_argument('--label-nc', type=int, help='classes of the label maps (default 35, the reference\'s; 8 for --sample; 0: image inputs, train_A/ and train_B/)')
+    h.add_argument('--label-nc', type=int, help=f"classes of the label maps (default {_by_model('label_nc')}, the reference's; 8 for --sample; 0: image inputs, train_A/ and train_B/)")
     h.add_argument('--instance', action=argparse.BooleanOptionalAction, help='instance maps (train_inst/) as boundaries (default: when the folder has them)')
-    h.add_argument('--net-g', choices=('global', 'local'), help='global generator, or local enhancers around it (default global)')
-    h.add_argument('--n-downsampling', type=int, help="the global generator's halvings (default 4)")
-    h.add_argument('--n-local-enhancers', type=int, help='local enhancers (default 1)')
-    h.add_argument('--n-blocks-local', type=int, help="residual blocks of each local enhancer (default 3)")
-    h.add_argument('--niter-fix-global', type=int, help='epochs training only the outermost local enhancer (default 0)')
-    h.add_argument('--num-d', type=int, help='discriminators, each at half the scale of the previous (default 2)')
-    h.add_argument('--n-layers-d', type=int, help="layers of each discriminator (default 3)")
-    h.add_argument('--ndf', type=int, help="discriminators' width (default 64)")
-    h.add_argument('--lambda-feat', type=float, help='weight of feature matching and of the VGG term (default 10)')
+    h.add_argument('--net-g', choices=('global', 'local'), help=f"global generator, or local enhancers around it (default {_by_model('net_g')})")
+    h.add_argument('--n-downsampling', type=int, help=f"the global generator's halvings (default {_by_model('n_downsampling')})")
+    h.add_argument('--n-local-enhancers', type=int, help=f"local enhancers (default {_by_model('n_local_enhancers')})")
+    h.add_argument('--n-blocks-local', type=int, help=f"residual blocks of each local enhancer (default {_by_model('n_blocks_local')})")
+    h.add_argument('--niter-fix-global', type=int, help=f"epochs training only the outermost local enhancer (default {_by_model('niter_fix_global')})")
+    h.add_argument('--num-d', type=int, help=f"discriminators, each at half the scale of the previous (default {_by_model('num_d')})")
+    h.add_argument('--n-layers-d', type=int, help=f"layers of each discriminator (default {_by_model('n_layers_d')})")
+    h.add_argument('--ndf', type=int, help=f"discriminators' width (default {_by_model('ndf')})")
+    h.add_argument('--lambda-feat', type=float, help=f"weight of feature matching and of the VGG term (default {_by_model('lambda_feat', '{:g}'.format)})")
     h.add_argument('--feat-match', action=argparse.BooleanOptionalAction, help="match D's intermediate features (default on)")
     h.add_argument('--vgg', metavar='PATH', help="torchvision's vgg19-dcbb9e9d.pth (or a safetensors copy) for the VGG term; 'off': none "
                    "(default: torchvision's cached file if there, else the term is off, with a note)")
@@ -148,15 +174,16 @@ def _parser():
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
-    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB', help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
+    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default=r_.direction, help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
-                   "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or 'paper' for a .pth")
+                   "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or "
+                   f"{reference_test_mode!r} for a .pth")
     r.add_argument('--preprocess', choices=translate_preprocesses, default=None, help="pad (the default without --load-size): "
                    "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
     r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
                    "overlap: any image size in the memory of one batch of tiles")
-    r.add_argument('--overlap', type=int, default=64, help="pixels shared by neighbouring tiles (default 64)")
+    r.add_argument('--overlap', type=int, default=r_.overlap, help="pixels shared by neighbouring tiles")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
@@ -166,24 +193,24 @@ def _parser():
     x.add_argument('--format', choices=export_formats, required=True)
     x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference), or the folder (--format folder)')
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
-    x.add_argument('--batch', type=int, default=1, help="ONNX: the traced batch size (any batch size runs)")
+    x.add_argument('--batch', type=int, default=x_.batch, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
     x.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     a = sub.add_parser('app', help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
-    a.add_argument('--host', default='127.0.0.1', help='address to serve on (default: this machine only)')
-    a.add_argument('--port', type=int, default=7860)
-    a.add_argument('--max-pixels', type=int, default=50_000_000, help='larger uploads are refused with a message')
+    a.add_argument('--host', default=a_.host, help='address to serve on (default: this machine only)')
+    a.add_argument('--port', type=int, default=a_.port)
+    a.add_argument('--max-pixels', type=int, default=a_.max_pixels, help='larger uploads are refused with a message')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
-    e.add_argument('--out', default='evaluation', help='output folder')
+    e.add_argument('--out', default=e_.out, help='output folder')
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
-    e.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
-    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default='AtoB')
-    e.add_argument('--test-mode', choices=test_modes, default=None, help="default: the trainer's, or 'paper' for a .pth")
-    e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
+    e.add_argument('--layout', choices=('aligned', 'separate'), default=e_.layout)
+    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=e_.direction)
+    e.add_argument('--test-mode', choices=test_modes, default=None, help=f"default: the trainer's, or {reference_test_mode!r} for a .pth")
+    e.add_argument('--n-show', type=int, default=e_.n_show, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     return p
@@ -228,7 +255,9 @@ def main(argv=None):
     if cmd == 'train' and relaunch(args, argv): return
     run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app)[cmd]
     try:
-        with stop_on_sigterm():
+        with stop_on_sigterm(), warnings.catch_warnings():
+            # fastai's notice at every `load_learner`: the commands load a pickle only when given --trust-pickle
+            warnings.filterwarnings('ignore', message=r"load_learner` uses Python's insecure pickle module", category=UserWarning)
             run(**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except (CheckpointError, OSError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")

@@ -11,7 +11,8 @@ from fastai.callback.core import Callback, CancelBackwardException, CancelStepEx
     CancelValidException, CancelEpochException, CancelFitException
 
 # %% auto #0
-__all__ = ['V1_KEYS', 'V1_EVENTS', 'init_state', 'StateDictControl', 'StateDictCallback', 'last_metrics']
+__all__ = ['V1_KEYS', 'V1_EVENTS', 'init_state', 'StateDictControl', 'StateDictCallback', 'skip_update', 'HeldContexts',
+           'last_metrics']
 
 # %% ../nbs/00_core.ipynb #c936ce3f
 V1_KEYS = ('epoch', 'iteration', 'num_batch', 'n_epochs', 'pbar', 'metrics', 'skip_validate', 'stop_training',
@@ -174,6 +175,26 @@ class StateDictCallback(Callback):
     def _set_y(self, v): self.learn.yb = _listify(v)
     def _set_pred(self, v): self.learn.pred = v
     def _set_loss_grad(self, v): self.learn.loss_grad = v
+
+# %% ../nbs/00_core.ipynb #c2b9eeab
+def skip_update(**changes):
+    "The state change that cancels fastai's backward and step for this batch (both: see above), with any other `changes`"
+    return dict(skip_bwd=True, skip_step=True, **changes)
+
+class HeldContexts:
+    "Context managers entered in one v1 event and left in a later one, by name; what is held is never pickled"
+    def __init__(self): self.held = {}
+    def enter(self, name:str, ctx):
+        "Enter `ctx` and hold it as `name`"
+        self.leave(name); ctx.__enter__(); self.held[name] = ctx
+    def leave(self, name:str):
+        "Leave the context held as `name`, if any"
+        ctx = self.held.pop(name, None)
+        if ctx is not None: ctx.__exit__(None, None, None)
+    def leave_all(self):
+        "Leave every held context, the last entered first"
+        for name in reversed(list(self.held)): self.leave(name)
+    def __getstate__(self): return {'held': {}}
 
 # %% ../nbs/00_core.ipynb #ca7e8b87
 def _pbar(learn): return getattr(getattr(learn, 'progress', None), 'mbar', None)

@@ -12,7 +12,10 @@ from fastcore.meta import delegates
 from .models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
 from .losses import GANLoss, PatchNCELoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, follow_schedule, _step, _sd
+from .gan import AdversarialTrainer
+from .guard import norm_stats, restore_if
+from .steps import step, follow_schedule, learner_device, state_or_none
+from .internals import in_lr_find
 from .learner import gan_learner
 from .distributed import unwrap, share_module
 from .data import unpaired_batch, domain_channels
@@ -63,10 +66,10 @@ class CUTTrainer(AdversarialTrainer):
                  flip_equivariance:bool|None=None, # flip the input left-right half of the time (cut off, fastcut on)
                  **kwargs):                # the options of `AdversarialTrainer` (optimizer, precision, clipping, export, ...)
         mode, m = _mode(mode)
+        super().__init__(**kwargs)
         self.lambda_nce, self.nce_idt = ifnone(lambda_nce, m['lambda_nce']), ifnone(nce_idt, m['nce_idt'])
         self.flip_equivariance = ifnone(flip_equivariance, m['flip_equivariance'])
         self.g_cols = ('g_gan', 'nce', 'nce_y') if self.nce_idt else ('g_gan', 'nce')
-        super().__init__(**kwargs)
         store_attr('discriminator,mode,gan_mode,lambda_gan,num_patches,nce_t')
         self.nce_layers, self.sampler = tuple(nce_layers), ifnone(sampler, PatchSampleF())
         self.gan_loss, self.nce_loss, self.f_opt, self._flipped = GANLoss(gan_mode), PatchNCELoss(nce_t), None, False
@@ -80,7 +83,7 @@ class CUTTrainer(AdversarialTrainer):
             raise ValueError("CUTTrainer computes G's loss itself: build the Learner with `loss_func=trainer.generator_loss` (`cut_learner` does)")
         share_module(self.learn, self.sampler.to(learner_device(self.learn)).train())
         super().on_train_begin(**kwargs)
-        self._f_fresh = (self.sampler.channels is None, self.f_opt is None) if self._lr_find_state is not None else None
+        self._f_fresh = (self.sampler.channels is None, self.f_opt is None) if in_lr_find(self.learn) else None
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "The model's input: A (with B for the NCE identity term), flipped half of the time for FastCUT; the reals become the target"
@@ -94,8 +97,7 @@ class CUTTrainer(AdversarialTrainer):
         self._flipped = bool(train and self.flip_equivariance and np.random.random() < 0.5)   # numpy's generator, as the reference
         if self._flipped: x = x.flip(3)
         y = () if real_B is None else (real_A, real_B)
-        new = super().on_batch_begin(x, y, train, **kwargs) or {}
-        return {'last_input': new.get('last_input', x), 'last_target': new.get('last_target', y)}
+        return super().on_batch_begin(x, y, train, **kwargs)
 
     def generator_loss(self, out, real_A, real_B):
         "The Learner's `loss_func`: a stand-in in training (see `on_batch_end`), G's loss through the frozen D in validation"
@@ -106,7 +108,7 @@ class CUTTrainer(AdversarialTrainer):
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The CUT iteration: D on the detached fake B, then G and F together on the GAN and PatchNCE terms through the updated D"
-        self._leave_contexts()
+        self.leave_forward()
         if not train: return None if self._d_keep is None else restore_if(torch.ones((), dtype=torch.bool, device=last_output.device), self._d_keep)
         (real_A, real_B), D = last_target, self.discriminator
         fake_B, idt_B = last_output[:len(real_A)], last_output[len(real_A):]
@@ -154,12 +156,12 @@ class CUTTrainer(AdversarialTrainer):
         if self.f_opt is None: return super().step_g(loss)
         self.f_opt.zero_grad()   # G's gradients were freed before the forward
         follow_schedule(self.f_opt, self.learn)
-        if 'gf' not in self._plists: self._plists['gf'] = self._g_params() + list(self.sampler.parameters())
-        return _step(loss, [self.learn.opt, self.f_opt], self._plists['gf'], self.g_scaler, self.clip_g, self.check_grads)
+        params = self.listed('gf', lambda: self.g_params() + list(self.sampler.parameters()))
+        return step(loss, [self.learn.opt, self.f_opt], params, self.precision.scaler('g'), self.clip_g, self.check_grads)
 
     def state_dict(self):
         "`AdversarialTrainer`'s state, F (its MLPs included) and F's optimizer"
-        return {**super().state_dict(), 'sampler': self.sampler.state_dict(), 'f_opt': _sd(self.f_opt)}
+        return {**super().state_dict(), 'sampler': self.sampler.state_dict(), 'f_opt': state_or_none(self.f_opt)}
 
     def load_state_dict(self, sd, with_opt:bool=True):
         super().load_state_dict(sd, with_opt)

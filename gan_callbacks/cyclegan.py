@@ -5,6 +5,8 @@
 # %% ../nbs/07_cyclegan.ipynb #40a4443d
 from __future__ import annotations
 import random, warnings
+from functools import reduce
+from operator import add
 import torch
 from torch import nn
 import torch.nn.functional as F
@@ -13,8 +15,11 @@ from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
 from .losses import GANLoss
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, restore_if, learner_device, _predicting
-from .generator import to_multiple, from_multiple, check_image_range
+from .gan import AdversarialTrainer
+from .guard import norm_stats, restore_if
+from .steps import learner_device
+from .internals import predicting, is_tensorboard_callback
+from .test_time import to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 from .data import unpaired_batch, domain_channels
@@ -79,7 +84,7 @@ def _check_batch(b, lambda_idt):
 
 @delegates()
 class CycleGANTrainer(AdversarialTrainer):
-    "CycleGAN: the Learner's update trains G_A and G_B on `generator_loss`, then `on_batch_end` trains D_A and D_B on pooled fakes"
+    "CycleGAN: per training batch, `on_batch_end` trains G_A and G_B through the frozen discriminators, then D_A and D_B on pooled fakes"
     d_names = ('d_a', 'd_b')
     g_cols, d_cols = ('g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b'), ('d_a', 'd_b')
     raw_preds = False   # `get_preds`: the model's six training outputs instead of the translations
@@ -96,7 +101,6 @@ class CycleGANTrainer(AdversarialTrainer):
         self.gan_loss, self.pool_a, self.pool_b = GANLoss(gan_mode), ImagePool(pool_size), ImagePool(pool_size)
 
     def make_discriminator(self, name, in_ch): return PatchDiscriminator(in_ch=in_ch, norm='instance')
-    def _frozen_ds(self): return [D for D in self.discriminators.values() if D is not None]
 
     def on_train_begin(self, **kwargs):
         "Check that the Learner trains on `generator_loss`; identity terms on or off; then the common set-up"
@@ -106,7 +110,7 @@ class CycleGANTrainer(AdversarialTrainer):
         unwrap(self.learn.model).identity = self.lambda_idt > 0
         self._range_checked = False
         for cb in self.learn.cbs:
-            if type(cb).__name__ == 'TensorBoardCallback' and getattr(cb, 'trace_model', False):
+            if is_tensorboard_callback(cb) and getattr(cb, 'trace_model', False):
                 # fastai traces `model(*xb)` with `add_graph(model, *xb)`, which takes real_B for its `verbose` flag
                 warnings.warn("TensorBoardCallback cannot trace CycleGAN's model of two inputs: trace_model switched off")
                 cb.trace_model = False
@@ -115,7 +119,7 @@ class CycleGANTrainer(AdversarialTrainer):
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "Check the batch (and, once a fit, its range), build missing discriminators and freeze them; the reals are the loss's targets"
         self._size = None
-        if not train and _predicting(self.learn) and not self.raw_preds: return self._predict_begin(last_input, **kwargs)
+        if not train and predicting(self.learn) and not self.raw_preds: return self._predict_begin(last_input, **kwargs)
         _check_batch(last_input, self.lambda_idt)
         real_A, real_B = last_input
         if train and not self._range_checked:
@@ -123,23 +127,26 @@ class CycleGANTrainer(AdversarialTrainer):
             check_image_range(unwrap(self.learn.model).g_a, real_A, real_B, what='images of domains A and B')
         self.setup_discriminators({'d_a': real_B.shape[1], 'd_b': real_A.shape[1]})
         self.d_requires_grad(False)
-        if not train: self._d_keep = norm_stats(*self._frozen_ds())   # validation leaves D's statistics alone
-        new = super().on_batch_begin(last_input, last_target, train, **kwargs) or {}
-        return {**new, 'last_target': new.get('last_input', last_input)}
+        self._d_keep = None if train else norm_stats(self.d_a, self.d_b)   # validation leaves D's statistics alone
+        return super().on_batch_begin(last_input, last_input, train, **kwargs)
 
     def _predict_begin(self, last_input, **kwargs):
         "`get_preds` and `predict`: the model sees the input of its `direction` alone and translates it; no target, no loss"
         xs, self._d_keep = (last_input if isinstance(last_input, (tuple, list)) else (last_input,)), None
         model = unwrap(self.learn.model)
         x, self._size = to_multiple(xs[0] if len(xs) == 1 or model.direction == 'AtoB' else xs[1], model.multiple)   # any size
-        return {'last_input': x, 'last_target': (), **(super().on_batch_begin(x, (), False, **kwargs) or {})}
+        return super().on_batch_begin(x, (), False, **kwargs)
 
     def on_loss_begin(self, last_output, **kwargs):
         "In `get_preds`: a translation made at another size goes back to its input's size"
         if self._size is not None: return {'last_output': from_multiple(last_output, self._size)}
 
     def generator_loss(self, out, real_A, real_B):
-        "The generators' loss, the Learner's `loss_func`: GAN terms through the frozen discriminators, cycle and identity terms"
+        "The Learner's `loss_func`: a stand-in in training (see `on_batch_end`), the generators' loss in validation"
+        return torch.zeros((), device=real_A.device) if self.training else reduce(add, self.g_losses(out, real_A, real_B))
+
+    def g_losses(self, out, real_A, real_B):
+        "The generators' loss terms, in column order: GAN terms through the frozen discriminators, cycle and identity terms"
         fake_B, rec_A, fake_A, rec_B, *idt = out
         l1 = lambda a, b: F.l1_loss(a.float(), b.float())
         loss_g_a = self.gan_loss(self.d_a(fake_B), True, for_discriminator=False)
@@ -147,30 +154,28 @@ class CycleGANTrainer(AdversarialTrainer):
         cycle_a, cycle_b = l1(rec_A, real_A) * self.lambda_a, l1(rec_B, real_B) * self.lambda_b
         if idt: idt_a, idt_b = l1(idt[0], real_B) * self.lambda_b * self.lambda_idt, l1(idt[1], real_A) * self.lambda_a * self.lambda_idt
         else: idt_a = idt_b = torch.zeros_like(loss_g_a)
-        self._g_terms = (loss_g_a, loss_g_b, cycle_a, cycle_b, idt_a, idt_b)
-        return loss_g_a + loss_g_b + cycle_a + cycle_b + idt_a + idt_b
-
-    def on_backward_begin(self, last_loss, **kwargs):
-        "G first: the Learner's loss steps G_A and G_B together, through `step_g`, in place of fastai's own backward and step"
-        self._leave_autocast()
-        self._g_bad = self.step_g(last_loss)
-        return {'skip_bwd': True}
+        return loss_g_a, loss_g_b, cycle_a, cycle_b, idt_a, idt_b
 
     def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
-        "Then D: D_A on real B against pooled fake B, D_B on real A against pooled fake A, one `d_opt` step for both"
-        self._leave_contexts()
+        "The CycleGAN iteration: G_A and G_B through the frozen discriminators, then D_A on real B against pooled fake B, D_B on real A against pooled fake A"
+        self.leave_forward()
         if not train:
-            keep, self._d_keep = self._d_keep, None   # `None` in `get_preds`: nothing ran through D
-            if keep is not None: restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), keep)
-            return
+            if self._d_keep is not None: restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), self._d_keep)
+            return   # `None` in `get_preds`: nothing ran through D
         (real_A, real_B), (fake_B, _, fake_A, *_) = last_input, last_output
+        d_stats = norm_stats(self.d_a, self.d_b)   # copies, to undo the iteration should it be skipped
+        with self.autocast():
+            g_terms = self.g_losses(last_output, real_A, real_B)
+            loss = reduce(add, g_terms)
+        g_bad = self.step_g(loss)
+        self.learn.loss = loss.detach()   # the generators' loss is the train loss
         self.d_requires_grad(True); self.d_opt.zero_grad()
         with self.autocast():
             loss_d_a = self._d_loss(self.d_a, real_B, self.pool_b.query(fake_B))
             loss_d_b = self._d_loss(self.d_b, real_A, self.pool_a.query(fake_A))
-        bad = self.step_d(loss_d_a + loss_d_b) | self._g_bad   # skipped: a flag on the device
+        bad = self.step_d(loss_d_a + loss_d_b) | g_bad   # skipped: a flag on the device
         self.d_requires_grad(False)
-        self.end_iteration(bad, (*self._g_terms, loss_d_a, loss_d_b), epoch, num_batch)
+        self.end_iteration(bad, (*g_terms, loss_d_a, loss_d_b), epoch, num_batch, d_stats)
 
     def _d_loss(self, D, real, fake):
         "The reference's D loss: real judged real, (pooled, detached) fake judged fake, averaged"

@@ -4,7 +4,7 @@
 
 # %% ../nbs/03_data.ipynb #de66d5c1
 from __future__ import annotations
-import os, random
+import io, numbers, os, random
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from PIL import Image
 from fastcore.basics import store_attr, ifnone, basic_repr
 from fastai.vision.all import *
-from .internals import pickle_transforms_by_function
+from .internals import pickle_transforms_by_function, tensor_class
 from .loader import *
 from .images import *
 from .samples import *   # the sample datasets, importable from here too
@@ -21,9 +21,24 @@ _all_ = ['Pix2pixDL']   # at home in `loader`, importable from here as before
 
 # %% auto #0
 __all__ = ['ImageHalf', 'PairFile', 'check_sizes', 'resize_bicubic', 'ResizeCropFlip', 'get_pairs', 'check_images', 'ToImage',
-           'IntToSignedFloat', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
+           'IntToSignedFloat', 'Pix2pixDataBlock', 'pix2pix_datablock', 'Pix2pixDataLoaders', 'ImageFile', 'UnpairedDL',
            'UnpairedDataLoaders', 'unpaired_batch', 'domain_channels', 'DeepFile', 'DeepResizeCropFlip',
            'deep_dataloaders', 'Pix2pixDL']
+
+# %% ../nbs/03_data.ipynb #0fbb7dbc
+def _hw(size, name='size'):
+    "`size` as (height, width): an int is a square, a pair is fastai's (height, width)"
+    def whole(s): return isinstance(s, numbers.Integral) and not isinstance(s, bool)
+    if whole(size): return int(size), int(size)
+    if isinstance(size, (tuple, list)) and len(size) == 2 and all(map(whole, size)): return int(size[0]), int(size[1])
+    raise ValueError(f"{name} must be an int or a (height, width) pair, not {size!r}")
+
+def _draft(size, halves=1):
+    "The least (width, height) a JPEG may be decoded at for a resize to `size` (`None`: full scale), of `halves` images side by side"
+    if size is None: return None
+    h, w = _hw(size)
+    return halves*w, h
+
 
 # %% ../nbs/03_data.ipynb #84163542
 class _LastFile:
@@ -44,7 +59,7 @@ class ImageHalf(Transform):
     _retain,size = False,None
     def __init__(self, i=0, mode='RGB', size=None): super().__init__(); store_attr()
     def encodes(self, fn):
-        im = _last_file(fn, None if self.size is None else (2*self.size, self.size))
+        im = _last_file(fn, _draft(self.size, 2)) if isinstance(fn, (str, os.PathLike)) else _as_pil(fn)
         try:
             if isinstance(im, Tensor): w = im.shape[-1]; return in_mode(im[..., self.i*w//2:(self.i+1)*w//2], self.mode)
             w,h = im.size
@@ -56,26 +71,29 @@ class PairFile(ItemTransform):
     "Get file `i` of an (A file, B file) pair, in PIL `mode`; JPEGs decoded smaller when they stay at least `size`"
     _retain,size = False,None
     def __init__(self, i=0, mode='RGB', size=None): store_attr()
-    def encodes(self, fns): return in_mode(decode_file(fns[self.i], None if self.size is None else (self.size,)*2), self.mode)
+    def encodes(self, fns): return in_mode(decode_file(fns[self.i], _draft(self.size)), self.mode)
     __repr__ = basic_repr('i,mode,size')
 
 # %% ../nbs/03_data.ipynb #5e858121
 def check_sizes(load_size=286, crop_size=256, num_downs=None):
-    "Check `crop_size` fits in `load_size` and, for a U-Net with `num_downs` downsamplings, is a multiple of `2**num_downs`"
-    if crop_size < 1: raise ValueError(f"crop_size must be positive, not {crop_size}")
-    if crop_size > load_size: raise ValueError(f"crop_size ({crop_size}) is larger than load_size ({load_size})")
+    "Check `crop_size` fits in `load_size` and, for a U-Net with `num_downs` downsamplings, is a multiple of `2**num_downs`; sizes are ints or (height, width)"
+    (lh, lw), (ch, cw) = _hw(load_size, 'load_size'), _hw(crop_size, 'crop_size')
+    if min(ch, cw) < 1: raise ValueError(f"crop_size must be positive, not {crop_size}")
+    if ch > lh or cw > lw: raise ValueError(f"crop_size ({crop_size}) is larger than load_size ({load_size})")
     if num_downs is None: return
     m = 2**num_downs
-    if crop_size % m:
+    if ch % m or cw % m:
+        fix = tuple(max(m, s//m*m) for s in (ch, cw))
         raise ValueError(f"crop_size ({crop_size}) must be a multiple of {m} (2**num_downs with num_downs={num_downs}): "
-                         f"use e.g. {max(m, crop_size//m*m)}")
+                         f"use e.g. {fix if isinstance(crop_size, (tuple, list)) else fix[0]}")
 
 # %% ../nbs/03_data.ipynb #b8585e80
 def resize_bicubic(x, size):
-    "Uint8 image tensor `x` ((N,) C, H, W) resized to `size` x `size` with Pillow's bicubic filter, on uint8"
-    if x.shape[-2:] == (size, size): return x
+    "Uint8 image tensor `x` ((N,) C, H, W) resized to `size` (a side, or (height, width)) with Pillow's bicubic filter, on uint8"
+    size = _hw(size)
+    if tuple(x.shape[-2:]) == size: return x
     if x.ndim == 3: return resize_bicubic(x[None], size)[0]
-    return F.interpolate(x, size=(size, size), mode='bicubic', antialias=True)
+    return F.interpolate(x, size=size, mode='bicubic', antialias=True)
 
 class ResizeCropFlip(RandTransform):
     "pix2pix's resize to `load_size`, random `crop_size` crop and flip, shared by an item's images; validation: resize to `crop_size`"
@@ -88,14 +106,15 @@ class ResizeCropFlip(RandTransform):
     def before_call(self, b, split_idx):
         self.train = split_idx==0
         if not self.train: return
-        n = self.load_size - self.crop_size
-        self.left,self.top = random.randint(0, n),random.randint(0, n)
+        (lh, lw), (ch, cw) = _hw(self.load_size), _hw(self.crop_size)
+        self.left,self.top = random.randint(0, lw-cw),random.randint(0, lh-ch)
         self.flip = random.random() < self.p_flip
 
     def encodes(self, x:Image.Image):
-        if not self.train: return x.resize((self.crop_size,)*2, self.resample)
-        x = x.resize((self.load_size,)*2, self.resample)
-        x = x.crop((self.left, self.top, self.left+self.crop_size, self.top+self.crop_size))
+        (lh, lw), (ch, cw) = _hw(self.load_size), _hw(self.crop_size)
+        if not self.train: return x.resize((cw, ch), self.resample)
+        x = x.resize((lw, lh), self.resample)
+        x = x.crop((self.left, self.top, self.left+cw, self.top+ch))
         return x.transpose(Image.Transpose.FLIP_LEFT_RIGHT) if self.flip else x
 
     def encodes(self, x:TensorImage): return self._tensors([x])[0]   # (C, H, W) uint8
@@ -110,10 +129,10 @@ class ResizeCropFlip(RandTransform):
         if self.resample != Image.Resampling.BICUBIC: raise ValueError(f"{type(self).__name__}: tensors are resized bicubic only, not with {self.resample!r}")
         # plain tensors (fastai's subclass dispatch costs more than these ops), channels last, as the uint8 kernel wants
         t = torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)
-        c = self.crop_size
-        if not self.train: t = resize_bicubic(t, c)
+        ch, cw = _hw(self.crop_size)
+        if not self.train: t = resize_bicubic(t, (ch, cw))
         else:
-            t = resize_bicubic(t, self.load_size)[..., self.top:self.top+c, self.left:self.left+c]
+            t = resize_bicubic(t, self.load_size)[..., self.top:self.top+ch, self.left:self.left+cw]
             if self.flip: t = t.flip(-1)
         return [type(x)(o) for x, o in zip(xs, t)]   # views, channels last: made contiguous with the conversion to float
 
@@ -178,8 +197,8 @@ class ToImage(Transform):
     _retain = False
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im):
-        if isinstance(im, Tensor): return self.cls._tensor_cls(im)   # decoded straight to uint8 (`in_mode`)
-        if isinstance(im, Image.Image) and im.mode in _uint8_modes: return _uint8_tensor(im, self.cls._tensor_cls)
+        if isinstance(im, Tensor): return tensor_class(self.cls)(im)   # decoded straight to uint8 (`in_mode`)
+        if isinstance(im, Image.Image) and im.mode in _uint8_modes: return _uint8_tensor(im, tensor_class(self.cls))
         return self.cls.create(im)   # the general path: PIL images, to tensors after the augmentation
 
 # %% ../nbs/03_data.ipynb #207db54a
@@ -196,16 +215,29 @@ class IntToSignedFloat(DisplayedTransform):
     def decodes(self, x:TensorImage): return type(x)(((x.as_subclass(Tensor) * 0.5 + 0.5).clamp(0., 1.) * self.div).long())
 
 # %% ../nbs/03_data.ipynb #8bc2f9da
+class Pix2pixDataBlock(DataBlock):
+    "A `DataBlock` whose `dataloaders` are `Pix2pixDataLoaders` with channels `in_ch`, `out_ch` and sizes `load_size`, `crop_size`"
+    def __init__(self, in_ch=3, out_ch=3, load_size=286, crop_size=256, **kwargs):
+        super().__init__(**kwargs)
+        store_attr('in_ch,out_ch,load_size,crop_size')
+
+    def dataloaders(self, source, path='.', verbose=False, **kwargs):
+        "fastai's `dataloaders`, as `Pix2pixDataLoaders`: their `test_dl`, and so `predict`, take whole images"
+        dls = super().dataloaders(source, path=path, verbose=verbose, **kwargs)
+        return Pix2pixDataLoaders(*dls.loaders, path=path, device=dls.device, in_ch=self.in_ch, out_ch=self.out_ch,
+                                  load_size=self.load_size, crop_size=self.crop_size)
+
 def pix2pix_datablock(layout='aligned', direction='AtoB', load_size=286, crop_size=256, in_ch=3, out_ch=3, splitter=None):
-    "A `DataBlock` of (input, target) images from A|B file names ('aligned') or (A, B) file pairs ('separate')"
+    "A `Pix2pixDataBlock` of (input, target) images from A|B file names ('aligned') or (A, B) file pairs ('separate')"
     if layout not in ('aligned', 'separate'): raise ValueError(f"layout must be 'aligned' or 'separate', not {layout!r}")
     if direction not in ('AtoB', 'BtoA'): raise ValueError(f"direction must be 'AtoB' or 'BtoA', not {direction!r}")
+    check_sizes(load_size, crop_size)
     get = ImageHalf if layout=='aligned' else PairFile
     i,j = (0,1) if direction=='AtoB' else (1,0)
     blocks = (TransformBlock(ToImage(image_type(in_ch))), TransformBlock(ToImage(image_type(out_ch), loss_func=L1LossFlat())))
-    return DataBlock(blocks=blocks, n_inp=1, dl_type=Pix2pixDL,
-                     getters=[get(i, image_modes[in_ch], load_size), get(j, image_modes[out_ch], load_size)], splitter=splitter,
-                     item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=IntToSignedFloat())
+    return Pix2pixDataBlock(in_ch, out_ch, load_size, crop_size, blocks=blocks, n_inp=1, dl_type=Pix2pixDL,
+                            getters=[get(i, image_modes[in_ch], load_size), get(j, image_modes[out_ch], load_size)],
+                            splitter=splitter, item_tfms=ResizeCropFlip(load_size, crop_size), batch_tfms=IntToSignedFloat())
 
 # %% ../nbs/03_data.ipynb #f1c7e6b5
 class Pix2pixDataLoaders(DataLoaders):
@@ -220,7 +252,7 @@ class Pix2pixDataLoaders(DataLoaders):
                           load_size=self.load_size, crop_size=self.crop_size)
 
     def test_dl(self, test_items, rm_type_tfms=None, with_labels:bool=False, aligned:bool=False, **kwargs):
-        "Images (files, `str`s or PIL images) to translate, each whole and at its own size; `aligned`: the input half of A|B files"
+        "Images to translate (files, bytes, PIL images, arrays, tensors: see `ImageFile`), each whole and at its own size; `aligned`: the input half of A|B files"
         if with_labels or rm_type_tfms is not None: return super().test_dl(test_items, rm_type_tfms, with_labels, **kwargs)
         ds, keep = self.valid_ds, lambda fs: [f for f in fs if not isinstance(f, ResizeCropFlip)]   # no crop: the whole image
         tls = [tl._new(test_items, split_idx=1) for tl in ds.tls[:ds.n_inp]]
@@ -252,13 +284,37 @@ class Pix2pixDataLoaders(DataLoaders):
                    crop_size=crop_size)
 
 # %% ../nbs/03_data.ipynb #03f0ad6f
+_inputs = "an image file (`Path` or `str`), its bytes, a PIL image, a uint8 or [0, 1] float array (H, W[, C]) or tensor (C, H, W)"
+
+def _as_pil(x):
+    "Image `x` as a PIL image: bytes or a file object, a PIL image, an array (H, W[, C]) or tensor (C, H, W) of uint8 or floats in [0, 1]"
+    if isinstance(x, Image.Image): return x
+    if isinstance(x, (bytes, bytearray)) or hasattr(x, 'read'):
+        try:
+            with Image.open(io.BytesIO(x) if isinstance(x, (bytes, bytearray)) else x) as im: im.load(); return im
+        except Exception as e: raise OSError(f"Cannot read an image from the {type(x).__name__} given: {e}") from None
+    if isinstance(x, Tensor):   # PyTorch's (C, H, W), as fastai's `TensorImage`; a plain tensor ending in channels is (H, W, C)
+        t = x.detach().cpu().as_subclass(Tensor)
+        chw = t.ndim == 3 and (isinstance(x, TensorImage) or (t.shape[0] in (1, 3, 4) and t.shape[-1] not in (1, 3, 4)))
+        t = t.permute(1, 2, 0) if chw else t
+        x = (t.float() if t.is_floating_point() else t).numpy()
+    if not isinstance(x, np.ndarray): raise TypeError(f"Cannot read an image from type {type(x).__name__}: give {_inputs}")
+    if not (x.ndim == 2 or (x.ndim == 3 and x.shape[-1] in (1, 3, 4))):
+        raise ValueError(f"Cannot read an image of shape {tuple(x.shape)}: an array is (H, W) or (H, W, C), a tensor (C, H, W), with 1, 3 or 4 channels")
+    if x.dtype.kind == 'f':
+        lo, hi = (float(x.min()), float(x.max())) if x.size else (0., 0.)
+        if not (0 <= lo and hi <= 1): raise ValueError(f"Float pixels must be in [0, 1], these are in [{lo:.3g}, {hi:.3g}]")
+        x = np.round(x * 255).astype(np.uint8)
+    elif x.dtype != np.uint8: raise TypeError(f"Cannot read an image of {x.dtype} pixels: give uint8 pixels or floats in [0, 1]")
+    return Image.fromarray(np.ascontiguousarray(x[..., 0] if x.ndim == 3 and x.shape[-1] == 1 else x))
+
 class ImageFile(Transform):
-    "Read an image file (a `Path` or `str`) in PIL `mode`, JPEGs decoded smaller when they stay at least `size`; a PIL image is converted to `mode`"
+    "Read an image in PIL `mode`: a file (`Path`, `str`; JPEGs decoded smaller when they stay at least `size`), or what `_as_pil` takes"
     _retain,size = False,None
     def __init__(self, mode='RGB', size=None): super().__init__(); store_attr()
-    def encodes(self, fn):
-        if isinstance(fn, Image.Image): return fn.convert(self.mode)
-        return in_mode(decode_file(fn, None if self.size is None else (self.size,)*2), self.mode)
+    def encodes(self, x) -> Image.Image|Tensor:   # annotated, else fastai casts the image back to the class of `x` (`PngImageFile`...)
+        if isinstance(x, (str, os.PathLike)): return in_mode(decode_file(x, _draft(self.size)), self.mode)
+        return in_mode(_as_pil(x), self.mode)
     __repr__ = basic_repr('mode,size')
 
 # %% ../nbs/03_data.ipynb #b4bcd883
@@ -367,9 +423,10 @@ class DeepFile(ItemTransform):
 class DeepResizeCropFlip(ResizeCropFlip):
     "`ResizeCropFlip` for float tensors of any channel count (bicubic, antialiased, values kept in [-1, 1])"
     def encodes(self, x:TensorImageDeep):
-        def resize(t, s): return F.interpolate(t[None].float(), size=(s, s), mode='bicubic', antialias=True)[0].clamp(-1, 1)
+        def resize(t, s): return F.interpolate(t[None].float(), size=_hw(s), mode='bicubic', antialias=True)[0].clamp(-1, 1)
         if not self.train: return TensorImageDeep(resize(x, self.crop_size))
-        x = resize(x, self.load_size)[:, self.top:self.top+self.crop_size, self.left:self.left+self.crop_size]
+        ch, cw = _hw(self.crop_size)
+        x = resize(x, self.load_size)[:, self.top:self.top+ch, self.left:self.left+cw]
         return TensorImageDeep(x.flip(-1) if self.flip else x)
 
 def deep_dataloaders(path, layout='aligned', direction='AtoB', load_size=286, crop_size=256, bs=1, train='train', valid='val',

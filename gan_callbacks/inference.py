@@ -5,7 +5,6 @@
 # %% ../nbs/05a_inference.ipynb #48aa8353
 from __future__ import annotations
 import math
-from contextlib import contextmanager, nullcontext
 from pathlib import Path
 import torch
 from torch import nn
@@ -14,13 +13,14 @@ from PIL import Image
 from fastai.learner import Learner
 from .images import image_modes, is_deep, read_image, write_image
 from .internals import ConvBase
-from .generator import paper_test_mode
+from .test_time import test_modes, default_test_mode, eval_mode, model_device, kept_rng, run_generator
 from .gan import find_trainer
 
 # %% auto #0
-__all__ = ['preprocesses', 'test_modes', 'translate_preprocesses', 'to_pil', 'from_pil', 'reference_resize', 'eval_mode',
-           'run_generator', 'generator_settings', 'pad_to_multiple', 'tile_starts', 'blend_ramp', 'run_padded',
-           'run_tiled', 'generator', 'translate_image', 'translate_file', 'translate_batch']
+__all__ = ['preprocesses', 'reference_test_mode', 'generator', 'translate_preprocesses', 'to_pil', 'from_pil', 'reference_resize',
+           'test_mode_of', 'generator_settings', 'pad_to_multiple', 'tile_starts', 'blend_ramp', 'run_padded',
+           'run_tiled', 'generator_of', 'translate_image', 'translate_file', 'translate_batch', 'test_modes',
+           'default_test_mode', 'eval_mode', 'model_device', 'kept_rng', 'run_generator']
 
 # %% ../nbs/05a_inference.ipynb #02f27398
 def to_pil(t):
@@ -43,7 +43,8 @@ def round_to(n, multiple):
 
 # %% ../nbs/05a_inference.ipynb #fb9a9c5d
 preprocesses = ('resize', 'scale_width', 'none')
-test_modes = ('paper', 'eval')
+reference_test_mode = 'paper'   # the reference's test.py runs G as in training unless given --eval
+_all_ = ['test_modes', 'default_test_mode', 'eval_mode', 'model_device', 'kept_rng', 'run_generator']   # at home in `test_time`
 
 def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256, multiple:int=4):
     "PIL image `im` resized as the reference's test script does with `--preprocess`, sides rounded to `multiple`"
@@ -54,28 +55,17 @@ def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256,
     size = (round_to(w, multiple), round_to(h, multiple))
     return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
 
-@contextmanager
-def eval_mode(m:nn.Module):
-    "`m` in eval mode inside the block; every submodule's mode as it was after it"
-    modes = [(o, o.training) for o in m.modules()]
-    m.eval()
-    try: yield m
-    finally:
-        for o, t in modes: o.train(t)
-
-@torch.no_grad()
-def run_generator(G:nn.Module, x:torch.Tensor, test_mode:str='eval'):
-    "`G(x)` in `test_mode`: 'eval' (`G.eval()`) or 'paper' (dropout on, batch statistics), leaving `G`'s modes as they were"
-    if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-    with eval_mode(G), (paper_test_mode(G) if test_mode == 'paper' else nullcontext()): return G(x)
-
 # %% ../nbs/05a_inference.ipynb #31b75d13
-def generator_settings(o, test_mode:str='paper', size:int|None=256):
+def test_mode_of(learn):
+    "The test mode of `learn`'s trainer: its `test_mode`, or `default_test_mode` for a `Learner` without one or a bare model"
+    t = find_trainer(learn) if isinstance(learn, Learner) else None
+    return getattr(t, 'test_mode', default_test_mode)
+
+def generator_settings(o, test_mode:str=reference_test_mode, size:int|None=256):
     "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` (`size` unless a `Learner` knows it) and `test_mode`"
     if isinstance(o, Learner):
-        t = find_trainer(o)
-        return dict(generator_settings(o.model, getattr(t, 'test_mode', 'eval'), getattr(o.dls, 'crop_size', size)),
-                    in_ch=getattr(o.dls, 'in_ch', None) or generator_settings(o.model)['in_ch'])
+        s = generator_settings(o.model, test_mode_of(o), getattr(o.dls, 'crop_size', size))
+        return dict(s, in_ch=getattr(o.dls, 'in_ch', None) or s['in_ch'])
     conv = next((m for m in o.modules() if isinstance(m, ConvBase)), None)
     in_ch = getattr(o, 'in_ch', None) or getattr(conv, 'in_channels', 3)
     return dict(in_ch=in_ch, multiple=getattr(o, 'multiple', 1), size=size, test_mode=test_mode)
@@ -116,8 +106,7 @@ def run_padded(G:nn.Module, x:torch.Tensor, test_mode:str='eval', multiple:int|N
     "`G` on image batch `x` (N, C, H, W) at its own size: padded by reflection to `G`'s side multiple, the output cropped back to H x W"
     h, w = x.shape[-2:]
     m = multiple or generator_settings(G)['multiple']
-    dev = next(G.parameters()).device
-    return run_generator(G, pad_to_multiple(x, m).to(dev), test_mode)[..., :h, :w]
+    return run_generator(G, pad_to_multiple(x, m), test_mode)[..., :h, :w]
 
 @torch.no_grad()
 def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mode:str='eval', bs:int=4, multiple:int|None=None):
@@ -130,10 +119,10 @@ def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mo
     x = pad_to_multiple(x, m) if h < th or w < tw else x   # a side shorter than a tile: one tile, padded
     H, W = x.shape[-2:]
     boxes = [(a, b) for a in tile_starts(H, th, overlap) for b in tile_starts(W, tw, overlap)]
-    dev, out, norm = next(G.parameters()).device, None, torch.zeros(H, W)
+    out, norm = None, torch.zeros(H, W)
     for i in range(0, len(boxes), bs):
         batch = boxes[i:i+bs]
-        y = run_generator(G, torch.stack([x[:, a:a+th, b:b+tw] for a, b in batch]).to(dev), test_mode).float().cpu()
+        y = run_generator(G, torch.stack([x[:, a:a+th, b:b+tw] for a, b in batch]), test_mode).float().cpu()
         if out is None: out = torch.zeros(y.shape[1], H, W)
         for (a, b), t in zip(batch, y):
             wt = _weights1d(a, th, H, overlap)[:, None] * _weights1d(b, tw, W, overlap)[None]
@@ -142,58 +131,57 @@ def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mo
     return out.div_(norm)[:, :h, :w]
 
 # %% ../nbs/05a_inference.ipynb #357c5727
-def generator(learn, direction='AtoB'):
-    "The generator of `learn` (a `Learner` or a model) translating in `direction`: CycleGAN's `g_a` (A -> B) or `g_b` (B -> A), else pix2pix's"
-    m = learn.model if isinstance(learn, Learner) else learn
+def generator_of(model, direction='AtoB'):
+    "The generator of `model` (a `Learner`, a CycleGAN model or a generator) translating in `direction`: CycleGAN's `g_a` (A -> B) or `g_b` (B -> A), else the model"
+    m = model.model if isinstance(model, Learner) else model
     if hasattr(m, 'g_a'): return m.g_a if direction == 'AtoB' else m.g_b
     if direction != 'AtoB': raise ValueError("only a CycleGAN has a B -> A generator: a pix2pix model translates A -> B")
     return m
 
+generator = generator_of   # its first name
+
 translate_preprocesses = ('pad',) + preprocesses
+
+def _own_settings(G, settings):
+    "`settings` with generator `G`'s own `in_ch` and `multiple` (CycleGAN's G_B takes B's channels)"
+    return {**settings, **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
 
 @torch.no_grad()
 def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
-                    tile=None, overlap=64, bs=4):
+                    tile=None, overlap=64, bs=4, settings:dict|None=None):
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
     if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
     if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     if not isinstance(im, Image.Image):
         with Image.open(im) as f: im = f.copy()
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
-    G = generator(learn, direction)
-    s = {**generator_settings(learn), **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
+    G = generator_of(learn, direction)
+    s = settings or (generator_settings(G) if G is learn else _own_settings(G, generator_settings(learn)))   # `settings`: G's own already
     mode = test_mode or s['test_mode']
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
         x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
         return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
-    y = run_generator(G, x[None].to(next(G.parameters()).device), mode)[0]
+    y = run_generator(G, x[None], mode)[0]
     return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
 
 def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
                    direction='AtoB', tile=None, overlap=64):
     "Translate image file `fn` with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+    g = generator_of(G, direction)
+    s = _own_settings(g, settings)
+    mode = test_mode or s['test_mode']
     if is_deep(fn):   # 16 bits, TIFF or .npy: values kept, written back in the input's type
         if aligned or preprocess not in (None, 'pad') or load_size or network_size:
             raise OSError("16-bit, TIFF and .npy images are translated at their own size (no --aligned, --preprocess, --load-size)")
-        g = generator(G, direction)
-        s = generator_settings(g)
         x, dtype = read_image(fn, s['in_ch'])
-        mode = test_mode or settings['test_mode']
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
-    im = translate_image(G, fn, aligned=aligned, size=load_size or settings['size'], test_mode=test_mode or settings['test_mode'],
-                         preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
+    im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
+                         keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
     im.save(out_fn)
     return Path(out_fn)
 
-@torch.no_grad()
-def translate_batch(learn, x, direction='AtoB', bs=16):
-    "`learn`'s generator for `direction` (in eval mode) on batch `x`, leaving random generators and modes as they were"
-    g = generator(learn, direction)
-    was_training, dev = g.training, next(g.parameters()).device
-    with torch.random.fork_rng(devices=[]):
-        g.eval()
-        out = torch.cat([g(x[i:i+bs].to(dev)) for i in range(0, len(x), bs)])
-    g.train(was_training)
-    return out
+def translate_batch(learn, x, direction='AtoB', bs:int|None=16, test_mode:str|None=None):
+    "`learn`'s generator for `direction` on batch `x`, `bs` images at a time, in `test_mode` (default: its trainer's): `run_generator`"
+    return run_generator(generator_of(learn, direction), x, test_mode or test_mode_of(learn), bs)

@@ -8,6 +8,7 @@ import copyreg, os, sys, weakref
 from types import MethodType
 from fastcore.basics import noop
 from fastcore.foundation import L
+import numpy as np
 import torch
 from torch import nn
 from fastai.callback.core import (CancelBatchException, CancelBackwardException, CancelStepException, CancelTrainException,
@@ -19,11 +20,12 @@ from fastai.learner import AvgSmoothLoss
 from fastai.torch_core import maybe_gather
 
 # %% auto #0
-__all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'is_compiled', 'step_unless_found_inf', 'copy_into',
-           'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'off_for_this_fit', 'replaced_logger',
-           'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
-           'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device', 'history_to_host',
-           'become', 'handlers_only', 'all_handlers', 'first_use_pass', 'raw_batches', 'kept_iterator',
+__all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overrides', 'is_compiled', 'step_unless_found_inf',
+           'copy_into', 'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting',
+           'off_for_this_fit', 'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain',
+           'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss',
+           'smooth_on_device', 'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker',
+           'is_tensorboard_callback', 'tensor_class', 'first_use_pass', 'raw_batches', 'kept_iterator',
            'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL',
            'mend_wandb_config']
 
@@ -74,8 +76,16 @@ def unwrap_epoch_events(learn):
 
 def in_fit(learn) -> bool:
     "Whether the events come from `fit`: `validate`, `get_preds`, `predict` and `lr_find` send `before_fit` too"
-    # fastai: `Learner.validation_context` (validate, get_preds, predict) holds `learn.lock`; `lr_find` adds the `lr_finder` callback, `get_preds` `gather_preds`
-    return not (learn.lock.locked() or hasattr(learn, 'lr_finder') or hasattr(learn, 'gather_preds'))
+    # fastai: `Learner.validation_context` (validate, get_preds, predict) holds `learn.lock`
+    return not (learn.lock.locked() or in_lr_find(learn) or predicting(learn))
+
+def in_lr_find(learn) -> bool:
+    "Whether `learn` is running `lr_find`"
+    return hasattr(learn, 'lr_finder')   # fastai: `lr_find` adds an `LRFinder` callback for its length, reached as `learn.lr_finder`
+
+def predicting(learn) -> bool:
+    "Whether `learn` is inside `get_preds` (and so `predict`)"
+    return hasattr(learn, 'gather_preds')   # fastai: `get_preds` adds a `GatherPredsCallback` for its length, reached as `learn.gather_preds`
 
 def off_for_this_fit(cb):
     "Switch callback `cb` off until the end of the fit"
@@ -178,6 +188,32 @@ def handlers_only(learn):
 def all_handlers(learn):
     "Undo `handlers_only`"
     learn.__dict__.pop('_call_one', None)
+
+# %% ../nbs/00a_internals.ipynb #c5fd38e9
+def point_tracker(cb, lower:bool):
+    "Make fastai tracker `cb` (`SaveModelCallback`, `EarlyStoppingCallback`, ...) take lower values (`lower`) or higher ones as better"
+    comp = np.less if lower else np.greater
+    # fastai: `TrackerCallback.__init__` sets `comp` from the monitor's name and negates `min_delta` for `np.less`; `_monitor` compares `comp(v - min_delta, best)`
+    if cb.comp is not comp: cb.comp, cb.min_delta = comp, -cb.min_delta
+
+def is_tensorboard_callback(cb) -> bool:
+    "Whether `cb` is fastai's `TensorBoardCallback`, known without importing it (its module needs `tensorboard`)"
+    return type(cb).__name__ == 'TensorBoardCallback'   # fastai: `fastai.callback.tensorboard.TensorBoardCallback`
+
+# %% ../nbs/00a_internals.ipynb #d141ab74
+fastai_overrides = {   # fastai name -> the behaviour relied on (where the library overrides it)
+    'ProgressCallback._write_stats': "writes one row of the progress table; `before_fit` makes it `learn.logger` "
+                                     "(`progress.SyncFreeProgressCallback` passes the rows on to the logger it replaced)",
+    'ProgressCallback._launch_pbar': "makes the batch bar, called by `before_train` and `before_validate` (`progress`: no bar when hidden)",
+    'DataLoader.__iter__': "randomize, before_iter, each batch of `fake_l` to the device then through after_batch, after_iter, `it` deleted "
+                           "(`loader.Pix2pixDL`: a non-blocking copy, batches from workers kept across epochs)",
+    'TensorImageBase._show_args': "the keyword arguments `show` passes to `show_image`, under the caller's (`images.TensorImageGray`: gray levels 0-255)",
+    'PILImage._tensor_cls': "the tensor class an image casts to in `ToTensor` (`images.PILImageGray` -> `TensorImageGray`; read by `tensor_class`)",
+}
+
+def tensor_class(cls):
+    "The tensor class of fastai image class `cls` (`PILImage` -> `TensorImage`, `PILMask` -> `TensorMask`)"
+    return cls._tensor_cls   # fastai: each `PILBase` subclass names it; `ToTensor` casts to it
 
 # %% ../nbs/00a_internals.ipynb #26344e35
 def first_use_pass(dl):

@@ -13,7 +13,7 @@ from fastai.learner import Recorder
 from fastai.metrics import ValueMetric
 from torchvision.utils import make_grid
 from .gan import find_trainer, in_fit
-from .inference import generator, run_generator
+from .inference import translate_batch
 from .distributed import rank_distrib, unwrap
 from .show import three_channels
 
@@ -25,13 +25,6 @@ def image_rows(*cols):
     "Batches `cols` of (C, H, W) images in [-1, 1] as one grid, a row per image and a column per batch: a (3, H, W) tensor in [0, 1]"
     ims = [three_channels(c[i].detach().float().cpu()) for i in range(len(cols[0])) for c in cols]
     return make_grid(torch.stack([(o.clamp(-1, 1) + 1) / 2 for o in ims]), nrow=len(cols), padding=2, pad_value=1.)
-
-@torch.no_grad()
-def _translate(learn, x, direction='AtoB', test_mode='eval'):
-    "`learn`'s generator for `direction` on `x` in `test_mode`, random generators untouched"
-    with torch.random.fork_rng(devices=[]):
-        G = generator(learn, direction)
-        return run_generator(G, x.to(next(G.parameters()).device), test_mode)
 
 class GANLogger(Callback):
     "Base of the run loggers: the trainer's columns per iteration (read every `every` batches), lrs, validation columns and an image grid per epoch"
@@ -97,8 +90,7 @@ class GANLogger(Callback):
     def grids(self):
         "This epoch's `(tag, grid)`s: input | output | target; for CycleGAN, per direction, input | translation | translated back"
         if not self.images: return []
-        mode = getattr(self.trainer, 'test_mode', 'eval')
-        tr = lambda x, d='AtoB': _translate(self.learn, x, d, mode)
+        tr = lambda x, d='AtoB': translate_batch(self.learn, x, d, bs=None)   # one batch, in the trainer's test mode, training's draws untouched
         if hasattr(unwrap(self.learn.model), 'g_a'):
             a, b = self.images[:2]
             fb, fa = tr(a), tr(b, 'BtoA')

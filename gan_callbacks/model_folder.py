@@ -15,7 +15,8 @@ from .cyclegan import CycleGANModel
 from .data import image_modes, sample_photos, sample_photo
 from .safety import CheckpointError
 from .checkpoint import check_fits
-from .inference import generator_settings, run_generator, round_to, from_pil
+from .inference import generator_settings, round_to, from_pil
+from .test_time import run_generator, default_test_mode
 from .show import image_grid
 from .state_dicts import InteropError, clean_state_dict, infer_generator, generator_kinds
 
@@ -114,12 +115,12 @@ def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
     "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels"
     G, s = model.g_a if hasattr(model, 'g_a') else model, settings
     side = round_to(max(size, s['multiple']), s['multiple'])
-    dev, rows = next(G.parameters()).device, []
+    xs = []
     for name in sample_photos[:n]:
         im, ch = sample_photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']
-        x = from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch]
-        rows.append([x, run_generator(G, x[None].to(dev), s['test_mode'])[0].cpu()])
-    return image_grid(rows, labels=('input', 'output'))
+        xs.append(from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch])
+    ys = run_generator(G, torch.stack(xs), s['test_mode'], bs=1).cpu()   # one photo at a time, as `translate` runs them
+    return image_grid([[x, y] for x, y in zip(xs, ys)], labels=('input', 'output'))
 
 def _table(d):
     rows = [(k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None]
@@ -175,6 +176,6 @@ def read_model_folder(path, device=None):
               for k in ('g_a', 'g_b')]
         model = CycleGANModel(*gs)
     else: model = _build(cfg, sd, str(path/model_file))
-    s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', 'eval'),
+    s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', default_test_mode),
              normalization=cfg.get('normalization', _normalization))
     return model.to(device).eval(), s

@@ -16,8 +16,10 @@ from .models import UnetGenerator, PatchDiscriminator
 from .losses import GANLoss, gradient_penalty
 from .optim import pix2pix_adam, linear_decay_schedule
 from .progress import SyncFreeProgressCallback
-from .gan import AdversarialTrainer, NonFiniteError, norm_stats, _predicting
-from .generator import paper_test_mode, to_multiple, from_multiple, check_image_range
+from .gan import AdversarialTrainer
+from .guard import NonFiniteError, norm_stats
+from .internals import predicting
+from .test_time import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 
@@ -67,20 +69,19 @@ class Pix2pixTrainer(AdversarialTrainer):
             self._range_checked = True
             check_image_range(self.learn.model, last_target)
         self._size = None
-        if not train and _predicting(self.learn):
+        if not train and predicting(self.learn):
             last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
-        new = super().on_batch_begin(last_input, last_target, train, **kwargs)
-        return new if self._size is None else {'last_input': last_input, **(new or {})}
+        return super().on_batch_begin(last_input, last_target, train, **kwargs)
 
     def on_loss_begin(self, last_output, **kwargs):
         "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
-        self._leave_autocast()
-        out = from_multiple(last_output.float() if self.amp_dtype else last_output, self._size)
+        self.leave_autocast()
+        out = from_multiple(last_output.float() if self.precision.dtype else last_output, self._size)
         return None if out is last_output else {'last_output': out}
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pix iteration: D update on (A, fake.detach()) and (A, B), then G update through the updated D"
-        self._leave_contexts()
+        self.leave_forward()
         if not train: return
         A, B, fake = last_input, last_target, last_output
         D = self.setup_discriminator(A.shape[1] + B.shape[1])

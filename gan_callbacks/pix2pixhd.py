@@ -5,7 +5,6 @@
 # %% ../nbs/18_pix2pixhd.ipynb #d830c6ae
 from __future__ import annotations
 import warnings
-from pathlib import Path
 import torch
 from torch import nn
 from fastcore.basics import store_attr, patch
@@ -18,8 +17,11 @@ from .hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
 from .hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGGLoss, VGG19Features, vgg19_file
 from .cyclegan import ImagePool
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer, norm_stats, learner_device
-from .generator import to_multiple, from_multiple, check_image_range
+from .gan import AdversarialTrainer
+from .guard import norm_stats
+from .steps import learner_device
+from .internals import predicting
+from .test_time import to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 
@@ -84,20 +86,19 @@ class Pix2pixHDTrainer(AdversarialTrainer):
             self._range_checked = True
             check_image_range(self.learn.model, last_target)
         self._size = None
-        if not train and hasattr(self.learn, 'gather_preds'):   # `get_preds`, `predict`
+        if not train and predicting(self.learn):
             last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
-        new = super().on_batch_begin(last_input, last_target, train, **kwargs)
-        return new if self._size is None else {'last_input': last_input, **(new or {})}
+        return super().on_batch_begin(last_input, last_target, train, **kwargs)
 
     def on_loss_begin(self, last_output, **kwargs):
         "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
-        self._leave_autocast()
-        out = from_multiple(last_output.float() if self.amp_dtype else last_output, self._size)
+        self.leave_autocast()
+        out = from_multiple(last_output.float() if self.precision.dtype else last_output, self._size)
         return None if out is last_output else {'last_output': out}
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pixHD iteration: D's predictions of the (pooled) fake, the real and the fake; G's step, then D's"
-        self._leave_contexts()
+        self.leave_forward()
         if not train: return
         A, B, fake = last_input, last_target, last_output
         D = self.setup_discriminators({'discriminator': A.shape[1] + B.shape[1]})['discriminator']

@@ -4,36 +4,43 @@
 
 # %% ../nbs/06b_runs.ipynb #2119e6c1
 from __future__ import annotations
-import inspect, json, re, sys
-from contextlib import contextmanager
+import inspect, json, sys
 from pathlib import Path
 import torch
 from PIL import Image
-from fastcore.basics import store_attr, ifnone
+from fastcore.basics import store_attr, ifnone, AttrDict
+from fastai.learner import Learner
 from fastai.callback.progress import CSVLogger
 from fastai.data.transforms import get_image_files
 from .models import UnetGenerator, ResnetGenerator, init_weights
-from .pix2pix import pix2pix_learner, unet_depth
-from .cyclegan import cyclegan_learner
-from .cut import cut_learner, cut_modes
-from .checkpoint import GANCheckpoint, find_checkpoint
-from .safety import Terminated, signals_deferred
+from .pix2pix import Pix2pixTrainer, pix2pix_learner, unet_depth
+from .cyclegan import CycleGANTrainer, cyclegan_learner
+from .cut import CUTTrainer, cut_learner, cut_modes
+from .checkpoint import GANCheckpoint
+from .interrupts import Interrupted, how_stopped, interruptible, fit_interruptible, after_fit_interrupted, run_ended
 from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
                                 is_deep_folder, deep_dataloaders, bit_depth)
-from .inference import from_pil, translate_batch
+from .inference import from_pil, translate_batch, test_mode_of, reference_test_mode
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
-from .distributed import rank_distrib, setup_process, distrib_fit
+from .distributed import rank_distrib, setup_process
 from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks
+_all_ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']   # at home in `interrupts`
 
 # %% auto #0
-__all__ = ['train_runs', 'Interrupted', 'how_stopped', 'interruptible', 'after_fit_interrupted', 'run_ended', 'TrainRun', 'train',
-           'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'train_cyclegan', 'LabelGrid',
-           'Pix2pixHDRun']
+__all__ = ['train_runs', 'defaults_of', 'TrainRun', 'train', 'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun',
+           'train_cyclegan', 'LabelGrid', 'Pix2pixHDRun', 'Interrupted', 'how_stopped', 'interruptible',
+           'fit_interruptible', 'after_fit_interrupted', 'run_ended']
 
 # %% ../nbs/06b_runs.ipynb #f0466f05
+def defaults_of(f) -> AttrDict:
+    "The defaults of `f`'s arguments, by name: a run reads its model's defaults where they are stated, in the trainer's signature"
+    return AttrDict({k: p.default for k, p in inspect.signature(f).parameters.items() if p.default is not p.empty})
+
+_fit_gan, _data = defaults_of(Learner.fit_gan), defaults_of(Pix2pixDataLoaders.from_folder)
+
 def _check_train(data, sample, out, seed, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
@@ -53,71 +60,10 @@ def _set_precision(learn, precision):
         if torch.device(learn.dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
         learn.to_fp16()
 
-class Interrupted(Exception):
-    "Ctrl-C or SIGTERM: what was kept, the checkpoint to resume from (if any), and the exit code (130, 143)"
-    def __init__(self, msg, resume=None, code=130, last=False): super().__init__(msg); self.resume, self.code, self.last = resume, code, last
-
-def how_stopped(e):
-    "How a run was stopped by interrupt `e`, and the shell's exit code for it"
-    return ('stopped by SIGTERM', 143) if isinstance(e, Terminated) else ('interrupted', 130)
-
-@contextmanager
-def interruptible(learn, ckpt):
-    "Turn Ctrl-C or SIGTERM during the fit into `Interrupted`, naming the checkpoint `GANCheckpoint` `ckpt` left to resume from"
-    try: yield
-    except KeyboardInterrupt as e:
-        how, code = how_stopped(e)
-        ckpt.learn = learn   # `fit` has detached it
-        n, f = getattr(learn, 'n_epoch', '?'), ckpt.saved
-        if f is not None and f != ckpt.interrupted_file:   # no training since an epoch's checkpoint: the exact place
-            k = int(re.search(r'_epoch(\d+)\.pth$', f.name).group(1)) + 1
-            where = 'after its last epoch' if k == n else f"after epoch {k} of {n}"
-            raise Interrupted(f"training {how} {where}; state saved to {f}", f, code, last=k == n) from None
-        where = f"training {how} in epoch {getattr(learn, 'epoch', 0) + 1} of {n}"
-        if f is not None: raise Interrupted(f"{where}; state saved to {f}", f, code) from None
-        last = find_checkpoint(learn, ckpt.fname)   # nothing saved now (e.g. weights not finite): the last finished epoch
-        raise Interrupted(f"{where}; nothing saved" + (f", the last finished epoch is in {last}" if last else ''), last and True, code) from None
-
-_fitted = []   # the Learner whose fit ended, while `train` writes its results (rank 0)
-
-def _write_generator(learn):
-    "The generator files `train` writes (a model folder and fastai's export), when stopped after the last epoch"
-    out, t = Path(learn.path), next((cb for cb in learn.cbs if hasattr(cb, 'test_mode')), None)
-    learn.logger = print   # the stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
-    learn.export('generator.pkl')
-    write_model_folder(learn.model, out/'generator', dict(size=learn.dls.crop_size, test_mode=getattr(t, 'test_mode', 'eval')))
-    return out/'generator'
-
-def _fit(learn, ckpt, fit, *args, **kwargs):
-    "Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C or SIGTERM becoming `Interrupted`"
-    if ckpt.resume is True and find_checkpoint(learn, ckpt.fname, interrupted=True) is None:
-        d = Path(learn.path)/learn.model_dir
-        raise CLIError(f"--resume: nothing to resume in {d} (no {ckpt.fname}_epoch*.pth, no {ckpt.fname}_interrupted.pth)")
-    try:
-        with interruptible(learn, ckpt), distrib_fit(learn): fit(*args, **kwargs)
-    except Interrupted as e:
-        if e.last and not rank_distrib():   # the fit is complete: its generator is kept
-            with signals_deferred(): g = _write_generator(learn)
-            raise Interrupted(f"{e}; the generator is in {g}", True, e.code) from None
-        raise
-    if not rank_distrib(): _fitted.append(learn)
-
-def after_fit_interrupted(e):
-    "Ctrl-C or SIGTERM while `train` wrote the results of a complete fit: the generator is still written; an `Interrupted`, else `None`"
-    if not _fitted: return None
-    learn = _fitted.pop()
-    how, code = how_stopped(e)
-    with signals_deferred(): g = _write_generator(learn)
-    return Interrupted(f"training {how} after its last epoch, while its results were written; the generator is in {g}", True, code)
-
-def run_ended():
-    "The command is over: forget the fit whose results `train` was writing, and release its output folder"
-    _fitted.clear(); release_locks()
-
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
-    name, multiple, why, sample_name, test_mode = None, 1, '', 'sample dataset', 'eval'
-    schedule = (100, 100)   # the reference's epochs at the initial lr and of linear decay, when `train` is given none
+    name, multiple, why, sample_name = None, 1, '', 'sample dataset'
+    schedule = (_fit_gan.n_epochs, _fit_gan.n_epochs_decay)   # epochs at the initial lr and of linear decay, when `train` is given none
     fit = 'fit_gan'         # the `Learner` method fitting with the reference's schedule
     crops = True            # trains on random crops; else on whole images `load_size` wide (`crop_size` is unused)
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
@@ -145,10 +91,10 @@ def _wandb_logger(out, model, n_samples, config):
     wandb.init(project='gan_callbacks', dir=str(out), job_type=model, config=keep)
     return WandbGAN(n_images=n_samples)
 
-def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=1, load_size=286, crop_size=256,
-          lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
+def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
+          crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, **options):
-    "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
+    "Train `model` (pix2pix, cyclegan, cut, fastcut or pix2pixhd) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
@@ -173,7 +119,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if wandb and not rank: cbs.append(_wandb_logger(out, model, n_samples, locals()))
     if not rank:
         print(f"{run.describe(data, learn.dls, crop_size, precision)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
-    try: _fit(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs)
+    try: fit_interruptible(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs)
     finally:
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
@@ -181,11 +127,12 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     summary, lines = run.summary(learn, data, out, grid)
     if keep and keep.export_best('best_generator.pkl'):
         summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
-        lines.append(f"  best_generator.pkl  the generator of epoch {keep.best_epoch + 1}, the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
+        e = keep.best_epoch   # counted from 0, as history.csv, summary.json and the file names count
+        lines.append(f"  best_generator.pkl  the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
     (out/'summary.json').write_text(json.dumps(summary, indent=2))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode, normalization=dict(bit_depth=bits)),
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits)),
                        scores=summary, sample=grid.files[-1],
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                                      crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
@@ -194,11 +141,14 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     return learn
 
 # %% ../nbs/06b_runs.ipynb #0def3382
+_p2p = defaults_of(Pix2pixTrainer)
+
 class Pix2pixRun(TrainRun):
     "pix2pix on a folder of pairs: U-Net G as deep as the crop size allows, PSNR/SSIM columns, loss curves, the trivial answers' scores"
     name, multiple, why = 'pix2pix', 32, 'the U-Net halves it at least 5 times'
-    def __init__(self, gan_mode='vanilla', lambda_l1=100., direction='AtoB', layout='aligned', test_mode='paper',
-                 channels_last=False, compile=False): store_attr()
+    def __init__(self, gan_mode=_p2p.gan_mode, lambda_l1=_p2p.lambda_l1, direction=_data.direction, layout=_data.layout,
+                 test_mode=reference_test_mode, # G at test time as the paper and the reference's test.py run it
+                 channels_last=_p2p.channels_last, compile=_p2p.compile): store_attr()
     monitors = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
     def weights(self): return {'--lambda-l1': self.lambda_l1}
     def sample(self): return sample_pairs()
@@ -246,10 +196,14 @@ def true_pairs(path, size, valid='test', truth='testA_true', in_ch=3, out_ch=3):
     return torch.stack([load(f, in_ch) for f in fns]), torch.stack([load(path/truth/f.name, out_ch) for f in fns])
 
 # %% ../nbs/06b_runs.ipynb #fde0387d
+_cyc, _cut, _resnet = defaults_of(CycleGANTrainer), defaults_of(CUTTrainer), defaults_of(ResnetGenerator)
+
 class CycleGANRun(TrainRun):
     "CycleGAN on an unpaired folder: ResNet generators, and G_A scored against true B images when the folder has them"
     name, multiple, why, sample_name = 'cyclegan', 4, 'the ResNet halves it twice', 'unpaired sample dataset'
-    def __init__(self, gan_mode='lsgan', n_blocks=9, lambda_a=10., lambda_b=10., lambda_idt=0.5, pool_size=50): store_attr()
+    title, g, directions = 'CycleGAN', 'G_A', ' --direction AtoB|BtoA'   # what the messages call the model, the generator scored, the directions
+    def __init__(self, gan_mode=_cyc.gan_mode, n_blocks=_resnet.n_blocks, lambda_a=_cyc.lambda_a, lambda_b=_cyc.lambda_b,
+                 lambda_idt=_cyc.lambda_idt, pool_size=_cyc.pool_size): store_attr()
     def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt}
     @property
     def monitors(self): return {'l1': 'true_l1'} if getattr(self, 'truth', None) else {}   # with true B images only
@@ -264,9 +218,12 @@ class CycleGANRun(TrainRun):
         return cyclegan_learner(dls, *gs, gan_mode=self.gan_mode, lambda_a=self.lambda_a, lambda_b=self.lambda_b, lambda_idt=self.lambda_idt,
                                 pool_size=self.pool_size, path=out, model_dir='checkpoints')
 
-    def callbacks(self, out, n_samples): return [CycleGANGrid(out, n=n_samples, truth=self.truth)] + ([MappingL1(*self.truth)] if self.truth else [])
+    def callbacks(self, out, n_samples):
+        grid = CycleGANGrid(out, n=n_samples, truth=self.truth)
+        grid.labels = ('A', f'{self.g}(A)', *grid.labels[2:])
+        return [grid] + ([MappingL1(*self.truth)] if self.truth else [])
     def describe(self, data, dls, crop_size, precision):
-        return (f"Training CycleGAN on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B training images, "
+        return (f"Training {self.title} on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B training images, "
                 f"{crop_size}px, {self.n_blocks} residual blocks, {precision})")
 
     def summary(self, learn, data, out, grid):
@@ -281,20 +238,20 @@ class CycleGANRun(TrainRun):
             answers = dict(final_true=translate_batch(learn, a).float().cpu(), mean_b=mean_b.expand_as(b),
                            **({'identity': a} if a.shape == b.shape else {}))   # the last epoch's G_A, and the trivial answers
             for k, p in answers.items(): s.update({f'{k}_psnr': float(psnr(p, b)), f'{k}_ssim': float(ssim(p, b))})
-            lines = [f"L1 of G_A(testA) to the true B: first epoch {l1s[0]:.4f}, last epoch {l1s[-1]:.4f}; the mean training B image: {s['mean_b_l1']:.4f}{same}",
+            lines = [f"L1 of {self.g}(testA) to the true B: first epoch {l1s[0]:.4f}, last epoch {l1s[-1]:.4f}; the mean training B image: {s['mean_b_l1']:.4f}{same}",
                      "PSNR/SSIM of the same: last epoch {final_true_psnr:.2f} dB / {final_true_ssim:.4f}; the mean training B image: "
                      "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**s) + ('' if 'identity_psnr' not in s else
                      "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**s))]
-        return s, lines + [f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | G_A(A) | {'true B' if self.truth else 'a B image'}, one per epoch), "
-                           f"generator/ (a model folder: translate --model {out/'generator'} --direction AtoB|BtoA), generator.pkl, summary.json, checkpoints/"]
+        return s, lines + [f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | {self.g}(A) | {'true B' if self.truth else 'a B image'}, one per epoch), "
+                           f"generator/ (a model folder: translate --model {out/'generator'}{self.directions}), generator.pkl, summary.json, checkpoints/"]
 
 class CUTRun(CycleGANRun):
     "CUT on an unpaired folder: one anti-aliased ResNet G, and G scored against true B images when the folder has them"
-    name, mode = 'cut', 'cut'
+    name, mode, title, g, directions = 'cut', 'cut', 'CUT', 'G', ''
     schedule = (cut_modes['cut']['n_epochs'], cut_modes['cut']['n_epochs_decay'])
-    def __init__(self, gan_mode='lsgan', n_blocks=9, lambda_gan=1., lambda_nce=None, nce_idt=None, num_patches=256,
-                 flip_equivariance=None): store_attr()
-    def weights(self): return {'--lambda-gan': self.lambda_gan, '--lambda-nce': ifnone(self.lambda_nce, 1.)}
+    def __init__(self, gan_mode=_cut.gan_mode, n_blocks=_resnet.n_blocks, lambda_gan=_cut.lambda_gan, lambda_nce=_cut.lambda_nce,
+                 nce_idt=_cut.nce_idt, num_patches=_cut.num_patches, flip_equivariance=_cut.flip_equivariance): store_attr()
+    def weights(self): return {'--lambda-gan': self.lambda_gan, '--lambda-nce': ifnone(self.lambda_nce, cut_modes[self.mode]['lambda_nce'])}
     def check(self):
         super().check()
         if self.num_patches < 1: raise CLIError(f"--num-patches must be at least 1, got {self.num_patches}")
@@ -306,20 +263,9 @@ class CUTRun(CycleGANRun):
         kw = {k: getattr(self, k) for k in ('gan_mode', 'lambda_gan', 'lambda_nce', 'nce_idt', 'num_patches', 'flip_equivariance') if getattr(self, k) is not None}
         return cut_learner(dls, G, mode=self.mode, path=out, model_dir='checkpoints', trainer_kwargs=kw)
 
-    def callbacks(self, out, n_samples):
-        grid, *more = super().callbacks(out, n_samples)
-        grid.labels = ('A', 'G(A)', *grid.labels[2:])
-        return [grid, *more]
-    def describe(self, data, dls, crop_size, precision):
-        return (f"Training {'CUT' if self.mode == 'cut' else 'FastCUT'} on {data} ({len(dls.train_ds.tls[0])} A / {len(dls.train_ds.tls[1])} B "
-                f"training images, {crop_size}px, {self.n_blocks} residual blocks, {precision})")
-    def summary(self, learn, data, out, grid):
-        s, lines = super().summary(learn, data, out, grid)
-        return s, [l.replace('G_A', 'G').replace(' --direction AtoB|BtoA', '') for l in lines]
-
 class FastCUTRun(CUTRun):
     "FastCUT: `CUTRun` with FastCUT's defaults"
-    name, mode = 'fastcut', 'fastcut'
+    name, mode, title = 'fastcut', 'fastcut', 'FastCUT'
     schedule = (cut_modes['fastcut']['n_epochs'], cut_modes['fastcut']['n_epochs_decay'])
 
 train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun}   # the models of `train`, by `--model` name
@@ -331,7 +277,7 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', **kwargs):
 # %% ../nbs/06b_runs.ipynb #79d46a37
 from .labels import LabelDataLoaders, sample_labels, colour_labels
 from .hd_models import GlobalGenerator, LocalEnhancer
-from .pix2pixhd import pix2pixhd_learner   # and `Learner.fit_pix2pixhd`
+from .pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner   # and `Learner.fit_pix2pixhd`
 
 class LabelGrid(SampleGrid):
     "`SampleGrid` for label-map inputs: each shown in colour by its class"
@@ -347,12 +293,16 @@ class LabelGrid(SampleGrid):
         try: return super().predict()
         finally: object.__setattr__(self, 'x', shown)
 
+_hd, _hdl, _le, _hdfit = defaults_of(Pix2pixHDTrainer), defaults_of(pix2pixhd_learner), defaults_of(LocalEnhancer), defaults_of(Learner.fit_pix2pixhd)
+
 class Pix2pixHDRun(TrainRun):
     "pix2pixHD on label maps (or images, `label_nc=0`): global or local generator, multi-scale D, feature matching and VGG terms"
     name, sample_name, fit, crops = 'pix2pixhd', 'label-map sample dataset', 'fit_pix2pixhd', False
-    def __init__(self, gan_mode='lsgan', label_nc=35, instance=None, net_g='global', n_downsampling=4, n_blocks=9,
-                 n_local_enhancers=1, n_blocks_local=3, niter_fix_global=0, num_d=2, n_layers_d=3, ndf=64, lambda_feat=10.,
-                 feat_match=True, vgg=None, pool_size=0): store_attr()
+    schedule = (_hdfit.n_epochs, _hdfit.n_epochs_decay)
+    def __init__(self, gan_mode=_hd.gan_mode, label_nc=defaults_of(LabelDataLoaders.from_folder).label_nc, instance=None, net_g=_hdl.netG,
+                 n_downsampling=_le.n_downsampling, n_blocks=_le.n_blocks, n_local_enhancers=_le.n_local_enhancers, n_blocks_local=_le.n_blocks_local,
+                 niter_fix_global=_hd.niter_fix_global, num_d=_hd.num_D, n_layers_d=_hd.n_layers_D, ndf=_hd.ndf, lambda_feat=_hd.lambda_feat,
+                 feat_match=_hd.feat_match, vgg=None, pool_size=_hd.pool_size): store_attr()
     monitors = {'l1': 'valid_loss'}
     def weights(self): return {'--lambda-feat': self.lambda_feat}
     def check(self):

@@ -4,14 +4,12 @@
 
 # %% ../nbs/05b_show.ipynb #fbc1811c
 from __future__ import annotations
-from contextlib import nullcontext
 from pathlib import Path
 import torch
 from PIL import Image, ImageDraw
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.metrics import ValueMetric
-from .generator import paper_test_mode
 from .gan import find_trainer, direct_trackers
 from .inference import to_pil, translate_batch
 from .distributed import rank_distrib
@@ -46,7 +44,7 @@ def image_grid(rows, pad=2, labels=None, title=None, scale=1, border=0):
 
 class SampleGrid(Callback):
     "After every epoch, write `path/fname` with the first `n` validation pairs as rows of input | output | target, titled"
-    order, run_valid = 65, False
+    order, run_valid = 62, False   # after the Recorder's row (the title's loss), before the early stops (63), which end the fit in `after_epoch`
     labels = ('input', 'output', 'target')
     def __init__(self, path='.', n=8, fname='samples_epoch{epoch:03d}.png',
                  size=128): # smaller images are enlarged (a whole factor, nearest) to about this height
@@ -60,16 +58,9 @@ class SampleGrid(Callback):
         self.x, self.y = torch.cat(xs)[:self.n], torch.cat(ys)[:self.n]
         self.files = []
 
-    @torch.no_grad()
     def predict(self):
-        "G's output on the kept inputs, in the trainer's test mode, leaving RNG and model modes as they were"
-        m, t = self.learn.model, find_trainer(self.learn)
-        was_training = m.training
-        try:
-            with torch.random.fork_rng(devices=[]):
-                m.eval()
-                with paper_test_mode(m) if t is not None and t.test_mode == 'paper' else nullcontext(): return m(self.x)
-        finally: m.train(was_training)
+        "G's output on the kept inputs (G_A's for a CycleGAN), in one batch: `translate_batch`, in the trainer's test mode"
+        return translate_batch(self.learn, self.x, bs=None)
 
     def before_epoch(self): self.skipped = False
     def after_cancel_epoch(self): self.skipped = True   # an epoch skipped on resume keeps its grid
@@ -138,4 +129,3 @@ class CycleGANGrid(SampleGrid):
     def before_fit(self):
         super().before_fit()
         if self.truth is not None: self.x, self.y = (o[:self.n] for o in self.truth)
-    def predict(self): return translate_batch(self.learn, self.x)

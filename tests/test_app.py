@@ -1,5 +1,6 @@
-"The web app in a real browser: headless Chromium drops an image on the page and gets the command line's translation."
+"The web app: in a real browser, headless Chromium drops an image on the page and gets the command line's translation; over HTTP, where the app keeps its files."
 import os, socket, subprocess, sys, threading, queue
+from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
 import pytest, torch
@@ -9,22 +10,20 @@ from gan_callbacks.model_folder import write_model_folder
 from gan_callbacks.cli import main
 
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
-pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run']
 
 def free_port():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
-@pytest.fixture
-def served(tmp_path):
-    "`gan_callbacks app` on a small model folder, and the address it serves"
-    torch.manual_seed(0)
-    folder = write_model_folder(UnetGenerator(num_downs=5, ngf=4), tmp_path/'my-model', dict(size=32, test_mode='paper'), sample=False)
+@contextmanager
+def running_app(folder, cwd, **env):
+    "`gan_callbacks app` on model folder `folder`, with environment variables `env` (`None`: removed), and the address it serves"
     port = free_port()
-    env = dict(os.environ, GRADIO_ANALYTICS_ENABLED='False', PYTHONUNBUFFERED='1')
+    env = {k: v for k, v in dict(os.environ, GRADIO_ANALYTICS_ENABLED='False', PYTHONUNBUFFERED='1', **env).items() if v is not None}
     from interrupting import default_signals
     p = subprocess.Popen([sys.executable, '-m', 'gan_callbacks', 'app', '--model', str(folder), '--port', str(port), '--max-pixels', '10000'],
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=default_signals, cwd=tmp_path)
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=default_signals, cwd=cwd)
     lines = queue.Queue()
     threading.Thread(target=lambda: [lines.put(l) for l in p.stdout], daemon=True).start()
     url, seen = f'http://127.0.0.1:{port}', []
@@ -33,9 +32,19 @@ def served(tmp_path):
             line = lines.get(timeout=120); seen.append(line)
             if url in line: break
             assert p.poll() is None, ''.join(seen)
-        yield folder, url
+        yield url
     finally:
         p.terminate(); p.wait(30)
+
+def small_model(tmp_path):
+    torch.manual_seed(0)
+    return write_model_folder(UnetGenerator(num_downs=5, ngf=4), tmp_path/'my-model', dict(size=32, test_mode='paper'), sample=False)
+
+@pytest.fixture
+def served(tmp_path):
+    "`gan_callbacks app` on a small model folder, and the address it serves"
+    folder = small_model(tmp_path)
+    with running_app(folder, tmp_path) as url: yield folder, url
 
 def upload(page, fn, setup=lambda: None, tries=4):
     "Put file `fn` in the upload box after `setup()`; on a page that does not take it within 30 s, reload the page and try again"
@@ -48,6 +57,7 @@ def upload(page, fn, setup=lambda: None, tries=4):
         except Timeout: continue
     raise AssertionError(f"the upload box never showed {fn.name}")
 
+@needs_chromium
 def test_page_translates_like_the_command_line(served, tmp_path):
     from playwright.sync_api import sync_playwright
     folder, url = served
@@ -81,3 +91,20 @@ def test_page_translates_like_the_command_line(served, tmp_path):
                 page.locator('#status').get_by_text(msg).wait_for(timeout=120_000)
             assert 'Traceback' not in page.content()
         finally: browser.close()
+
+
+def test_the_app_keeps_its_files_in_a_folder_of_its_own_and_removes_it(tmp_path):
+    "Uploads, Gradio's cache and translations in `gan_callbacks_app_*` under the system's temp (not Gradio's shared `gradio/`), gone when the app stops"
+    from gradio_client import Client, handle_file
+    folder, temp = small_model(tmp_path), tmp_path/'temp'
+    temp.mkdir()
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (48, 72, 3), dtype=np.uint8)).save(tmp_path/'photo.png')
+    with running_app(folder, tmp_path, TMPDIR=str(temp), GRADIO_TEMP_DIR=None) as url:
+        client = Client(url, verbose=False, download_files=str(tmp_path/'client'), analytics_enabled=False)
+        shown, download, status = client.predict(handle_file(tmp_path/'photo.png'), 'AtoB', 'whole image', api_name='/run')
+        assert status.startswith('Translated photo.png')
+        mine = [p for p in temp.iterdir() if p.name.startswith('gan_callbacks_app_')]
+        assert len(mine) == 1 and not (temp/'gradio').exists(), sorted(temp.iterdir())
+        kept = {p.name for p in mine[0].rglob('*') if p.is_file()}
+        assert {'photo.png', 'photo_AtoB.png'} <= kept, kept   # the upload and the translation
+    assert not mine[0].exists() and not (temp/'gradio').exists()

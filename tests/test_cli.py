@@ -340,3 +340,61 @@ def test_cyclegan_bad_arguments_exit_2(argv, msg, capsys):
 def test_pix2pix_generator_has_no_BtoA(trained, tiny, tmp_path, capsys):
     assert run(['translate', '--model', trained/'generator.pkl', '--trust-pickle', '--input', tiny/'val', '--output', tmp_path, '--direction', 'BtoA']) == 2
     assert 'translates A -> B only' in capsys.readouterr().err
+
+
+def test_each_models_defaults_are_read_from_its_trainer(capsys):
+    "Each model's defaults are stated once, in its trainer's signature: the runs, the options' help and the GAN modes read them"
+    from gan_callbacks.runs import Pix2pixRun, CycleGANRun, CUTRun, Pix2pixHDRun, train_runs, defaults_of
+    from gan_callbacks.pix2pixhd import Pix2pixHDTrainer
+    from gan_callbacks.pix2pix import Pix2pixTrainer
+    from gan_callbacks.cyclegan import CycleGANTrainer
+    from gan_callbacks.cut import CUTTrainer, cut_modes
+    from gan_callbacks.losses import gan_modes
+    from gan_callbacks.inference import reference_test_mode
+    for r, t in ((Pix2pixRun, Pix2pixTrainer), (CycleGANRun, CycleGANTrainer), (CUTRun, CUTTrainer), (Pix2pixHDRun, Pix2pixHDTrainer)):
+        rd, td = defaults_of(r), defaults_of(t)
+        assert {k: rd[k] for k in rd if k in td and k != 'test_mode'} == {k: td[k] for k in rd if k in td and k != 'test_mode'}
+    assert defaults_of(Pix2pixRun).test_mode == reference_test_mode   # pix2pix runs test as the paper
+    with pytest.raises(SystemExit): main(['train', '--help'])
+    h = ' '.join(capsys.readouterr().out.split())
+    assert f"{{{','.join(gan_modes)}}}" in h
+    assert f"default {defaults_of(Pix2pixTrainer).gan_mode} (pix2pix), {defaults_of(CycleGANTrainer).gan_mode} (cyclegan, cut, fastcut, pix2pixhd)" in h
+    assert f"weight of the L1 term (default {defaults_of(Pix2pixTrainer).lambda_l1:g})" in h
+    assert f"(default {cut_modes['cut']['lambda_nce']:g} for cut, {cut_modes['fastcut']['lambda_nce']:g} for fastcut)" in h
+    assert "epochs at the initial lr (default: the reference's, {} (pix2pix, cyclegan, pix2pixhd), {} (cut), {} (fastcut))".format(
+        *(train_runs[m].schedule[0] for m in ('pix2pix', 'cut', 'fastcut'))) in h
+
+def test_cut_summary_names_its_one_generator():
+    "CycleGAN's and CUT's runs share one summary, each naming its own generator and directions"
+    from types import SimpleNamespace
+    from gan_callbacks.runs import CycleGANRun, CUTRun
+    grid = SimpleNamespace(files=[Path('samples_epoch000.png')])
+    learn = SimpleNamespace(recorder=SimpleNamespace(values=[[1.]]))
+    for r, g, d in ((CycleGANRun(), 'G_A', True), (CUTRun(), 'G', False)):
+        r.truth = None
+        s, lines = r.summary(learn, 'data', Path('out'), grid)
+        assert f'A | {g}(A) |' in lines[-1] and ('--direction AtoB|BtoA' in lines[-1]) == d
+
+def test_one_direction_generators_name_themselves_for_BtoA(tmp_path, capsys):
+    "`--direction BtoA` with a CUT generator: refused, naming what the file holds, not calling it pix2pix"
+    from gan_callbacks.models import ResnetGenerator
+    from gan_callbacks.model_folder import write_model_folder
+    G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    write_model_folder(G, tmp_path/'cut', dict(size=32, test_mode='eval'))
+    Image.new('RGB', (16, 16)).save(tmp_path/'x.png')
+    assert run(['translate', '--model', tmp_path/'cut', '--input', tmp_path/'x.png', '--output', tmp_path/'o', '--direction', 'BtoA']) == 2
+    err = capsys.readouterr().err
+    assert 'translates A -> B only' in err and 'ResnetGenerator' in err and 'pix2pix' not in err and len(err.splitlines()) == 1
+
+def test_train_help_names_every_model(capsys):
+    from gan_callbacks.runs import train_runs
+    with pytest.raises(SystemExit): main(['train', '--help'])
+    out = capsys.readouterr().out
+    description = out.split('\n\n')[1]   # after the usage, before the options
+    assert all(m in description for m in train_runs), description
+
+def test_commands_print_no_third_party_notices(trained, tiny, tmp_path):
+    "Every warning shown (`python -W default`): `translate` of a pickle it was told to trust prints its own line only, no fastai, pandas or torch notice"
+    r = subprocess.run([sys.executable, '-W', 'default', '-m', 'gan_callbacks', 'translate', '--model', str(trained/'generator.pkl'),
+                        '--trust-pickle', '--input', str(tiny/'val'), '--aligned', '--output', str(tmp_path/'t')], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stderr == '' and r.stdout.startswith('Translated 2 image(s)'), r.stderr

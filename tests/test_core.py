@@ -102,7 +102,9 @@ def test_batch_begin_replaces_input_and_target():
 def test_loss_begin_replaces_output():
     learn = synth_learner(cbs=Recorder1(on_loss_begin=lambda kw: {'last_output': kw['last_output']*0 + kw['last_target'] + 1}))
     fit(learn, 1)
-    for kw in learn.recorder1.of('on_batch_end'):
+    ends = learn.recorder1.of('on_batch_end')
+    assert len(ends) == 4   # 2 training and 2 validation batches, each with the replaced output's loss
+    for kw in ends:
         assert torch.allclose(kw['last_loss'], torch.tensor(1.))
 
 
@@ -273,6 +275,12 @@ def test_v2_callbacks_and_model_state_dict_untouched():
     assert learn.v2.n == 4
     assert 'weight' in learn.model.state_dict() and 'state_dict' not in learn.__dict__
     assert not hasattr(learn.model, 'cb_state')
+    # the v2 callback is left as it was: no v1 state, its own events
+    assert 'cb_state' not in learn.v2.__dict__ and 'after_batch' not in learn.v2.__dict__
+    # the model's `state_dict` is its own: nn.Module's method, its parameters and nothing else
+    assert 'state_dict' not in learn.model.__dict__ and type(learn.model).state_dict is nn.Module.state_dict
+    sd = learn.model.state_dict()
+    assert list(sd) == ['weight', 'bias'] and all(torch.equal(sd[k], p) for k, p in learn.model.named_parameters())
 
 
 def test_pbar_is_fastai_master_bar():

@@ -398,7 +398,7 @@ def test_cli_schedule_defaults_to_the_models_own(model, schedule, tmp_path, monk
     class Fitted(Exception): pass
     seen = []
     def fit(learn, ckpt, fit, epochs, epochs_decay, **kw): seen.append((epochs, epochs_decay)); raise Fitted()
-    monkeypatch.setattr(runs, '_fit', fit)
+    monkeypatch.setattr(runs, 'fit_interruptible', fit)
     data = (sample_pairs(tmp_path/'p', n_train=2, n_valid=1, size=32) if model == 'pix2pix'
             else sample_unpaired(tmp_path/'u', n_train=2, n_test=1, size=32))
     tiny = ['--bs', 1, '--load-size', 32, '--crop-size', 32, '--ngf', 4, '--n-samples', 1]

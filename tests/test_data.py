@@ -192,6 +192,55 @@ def test_show_batch_and_results(tmp_path):
     assert len(plt.gcf().axes) == 6
     plt.close('all')
 
+def window_of(big, small):
+    "Whether HWC array `small` is a window of `big` or of its mirror image"
+    h, w = small.shape[:2]
+    return any(np.array_equal(b[t:t+h, l:l+w], small) for b in (big, big[:, ::-1])
+               for t in range(big.shape[0]-h+1) for l in range(big.shape[1]-w+1))
+
+@pytest.mark.parametrize('load_size', [(20, 30), 30])
+def test_non_square_crops(tmp_path, load_size):
+    "Sizes as in fastai, (height, width): crops 16 high and 24 wide of images resized to `load_size`, paired and unpaired"
+    root = make_aligned(tmp_path/'p')
+    dls = Pix2pixDataLoaders.from_folder(root, load_size=load_size, crop_size=(16, 24), bs=2, shuffle=False)
+    assert dls.crop_size == (16, 24) and dls.load_size == load_size
+    x, y = dls.train.one_batch()
+    assert x.shape == y.shape == (2, 3, 16, 24) and np.array_equal(to_uint8(x), to_uint8(y))
+    big = bicubic(Image.open(dls.train_ds.items[0]).crop((0, 0, 12, 12)), load_size)
+    assert big.shape[:2] == ((20, 30) if load_size == (20, 30) else (30, 30)) and window_of(big, to_uint8(x)[0])
+    x, _ = dls.valid.one_batch()
+    assert np.array_equal(to_uint8(x)[0], bicubic(Image.open(root/'val'/'00.png').crop((0, 0, 12, 12)), (16, 24)))
+    x, _ = pix2pix_datablock(load_size=load_size, crop_size=(16, 24)).dataloaders(get_pairs(root/'train'), bs=2).one_batch()
+    assert x.shape == (2, 3, 16, 24)
+    dls = UnpairedDataLoaders.from_folder(make_domains(tmp_path/'u'), load_size=load_size, crop_size=(16, 24), bs=2)
+    for dl in (dls.train, dls.valid): assert [o.shape for o in dl.one_batch()] == [(2, 3, 16, 24)] * 2
+    with pytest.raises(ValueError, match=r'crop_size \(\(16, 40\)\) is larger than load_size'):
+        Pix2pixDataLoaders.from_folder(root, load_size=(20, 30), crop_size=(16, 40))
+    with pytest.raises(ValueError, match=r'multiple of 8 .* use e\.g\. \(16, 16\)'):
+        UnpairedDataLoaders.from_folder(tmp_path/'u', load_size=30, crop_size=(16, 20), num_downs=3)
+    with pytest.raises(ValueError, match=r'crop_size must be an int or a \(height, width\) pair, not \(16,\)'):
+        Pix2pixDataLoaders.from_folder(root, crop_size=(16,))
+
+@pytest.mark.parametrize('layout', ['aligned', 'separate'])
+def test_hand_built_datablock_predicts_whole_files(tmp_path, layout):
+    "`pix2pix_datablock(...).dataloaders` are `Pix2pixDataLoaders`: they know their channels and sizes, and `predict` reads a file whole"
+    if layout == 'aligned': make_aligned(tmp_path)
+    else:
+        for split, n in (('train', 4), ('val', 2)):
+            for i in range(n):
+                for side in 'AB':
+                    (tmp_path/split/side).mkdir(parents=True, exist_ok=True)
+                    Image.fromarray(noise(12, 20, seed=10*i + (side == 'B'))).save(tmp_path/split/side/f'{i}.png')
+    dblock = pix2pix_datablock(layout, load_size=18, crop_size=16, in_ch=1)
+    dls = dblock.dataloaders(get_pairs(tmp_path/'train', layout), bs=2, device='cpu')
+    assert isinstance(dls, Pix2pixDataLoaders) and (dls.in_ch, dls.out_ch, dls.load_size, dls.crop_size) == (1, 3, 18, 16)
+    learn = Learner(dls, nn.Sequential(nn.Conv2d(1, 3, 3, padding=1), nn.Tanh()), loss_func=nn.L1Loss())
+    fn = tmp_path/'val'/'00.png' if layout == 'aligned' else tmp_path/'val'/'A'/'0.png'
+    dec, pred, _ = learn.predict(fn)
+    assert pred.shape == (3, 12, 24 if layout == 'aligned' else 20)   # the whole file, at its own size
+    x, = dls.test_dl([fn]).one_batch()
+    assert x.shape == (1, 1, 12, 24 if layout == 'aligned' else 20)
+
 # ---------------------------------------------------------------- the fast path's semantics
 
 def smooth(h, w, c=3, seed=0):

@@ -228,3 +228,18 @@ def test_cut_ranks_identical_with_the_sampler_shared(cut_run):
     assert s0['reduced'] == [n_grads + 2] * 3   # D's and F's gradients and two flags: G's are DDP's alone
     own = make_cut(cut_run/'x', seed=1)   # rank 1's own G and D: rank 0's won
     assert rel_err(own.model.state_dict(), s1['nets']['G']) > 0.1
+
+
+def test_accelerate_launch_on_the_cpu_needs_multi_gpu(tmp_path):
+    "As `12_distributed` says: `accelerate launch --cpu --num_processes 2` starts one process, `--multi_gpu --num_processes 2` two"
+    import os, subprocess
+    script = tmp_path/'world.py'
+    script.write_text("from fastai.torch_core import num_distrib, rank_distrib\nprint('world', num_distrib(), rank_distrib(), flush=True)\n")
+    accelerate = Path(sys.executable).parent/'accelerate'
+    def worlds(*flags):
+        env = dict(os.environ, OMP_NUM_THREADS='1', CUDA_VISIBLE_DEVICES='')
+        r = subprocess.run([str(accelerate), 'launch', *flags, '--num_processes', '2', '--num_machines', '1', '--mixed_precision', 'no',
+                            '--dynamo_backend', 'no', str(script)], capture_output=True, text=True, env=env, timeout=120)
+        return sorted(l.split()[1:] for l in r.stdout.splitlines() if l.startswith('world'))
+    assert worlds('--cpu') == [['0', '0']]                   # one process, not distributed
+    assert worlds('--multi_gpu') == [['2', '0'], ['2', '1']]

@@ -80,6 +80,30 @@ def test_pix2pix_predict_translates_a_whole_file_at_its_own_size(pairs, tmp_path
     b = learn.dls.test_dl([fn], aligned=True).one_batch()[0]
     assert b.shape == (1, 3, 32, 32) and b[0, 0].mean() > 0.9 and b[0, 2].mean() < -0.9
 
+def test_predict_takes_whatever_pilimage_create_takes(pairs, unpaired, tmp_path):
+    "Unconverted PNGs and JPEGs, bytes, uint8 arrays and tensors, floats in [0, 1] translate as their file does; other inputs get one line naming them"
+    import numpy as np
+    from fastai.vision.all import TensorImage
+    rgb = np.random.default_rng(0).integers(0, 256, (32, 64, 3), dtype=np.uint8)
+    png, jpg = tmp_path/'x.png', tmp_path/'x.jpg'
+    Image.fromarray(rgb).save(png); Image.fromarray(rgb).save(jpg, quality=95)
+    chw = torch.from_numpy(rgb).permute(2, 0, 1)
+    for learn in (pix2pix_on(pairs), tiny_cyclegan(unpaired)):
+        seen = seen_by(learn.model if not hasattr(learn.model, 'g_a') else learn.model.g_a)
+        def g_input(item): learn.predict(item); return seen[-1][0]
+        want = g_input(png)
+        assert want.shape == (3, 32, 64)
+        for item in (Image.open(png), png.read_bytes(), png.open('rb'), rgb, chw, TensorImage(chw), chw.permute(1, 2, 0),
+                     chw.float() / 255, rgb / 255.):
+            torch.testing.assert_close(g_input(item), want, atol=1e-6, rtol=0, msg=lambda m: f"{type(item).__name__}: {m}")
+        jpeg = np.asarray(Image.open(jpg).convert('RGB'))   # Pillow's decode of the JPEG
+        torch.testing.assert_close(g_input(Image.open(jpg)), torch.from_numpy(jpeg).permute(2, 0, 1).float() / 127.5 - 1, atol=1e-6, rtol=0)
+        assert g_input(rgb[..., 0]).shape == (3, 32, 64)   # a gray array, converted to the input's channels
+        for bad, msg in ((3, 'int'), (None, 'NoneType'), ({'a': 1}, 'dict'), (chw.float() * 2 - 1, r'\[0, 1\]'),
+                         (rgb.astype(np.int32), 'int32'), (np.zeros((2, 3, 4, 5), np.uint8), r'\(2, 3, 4, 5\)')):
+            with pytest.raises((TypeError, ValueError), match=msg) as e: learn.predict(bad)
+            assert '\n' not in str(e.value) and len(str(e.value)) < 250
+
 def test_imageblock_targets_are_caught_at_the_first_batch(pairs):
     def dls(batch_tfms):
         blk = DataBlock(blocks=(ImageBlock, ImageBlock), get_items=get_image_files, get_y=lambda f: f,

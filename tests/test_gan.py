@@ -72,7 +72,8 @@ def test_lr_find_leaves_the_discriminator_and_its_optimizer_bitwise_alone(tmp_pa
     assert_same(sd(learn.model), g0)   # fastai's own restore of G
     assert_same(sd(t.discriminator), d0)
     assert_same(t.d_opt.state_dict(), o0)
-    assert_same(t.hist, hist0) and t.n_skipped == n0
+    assert_same(t.hist, hist0)
+    assert t.n_skipped == n0
 
 def test_lr_find_before_any_fit_leaves_no_discriminator_behind(tmp_path):
     learn = learner(pix2pix_adam, D=False)

@@ -117,6 +117,35 @@ def test_in_fit():
     with learn.no_bar(): learn.lr_find(num_it=4, show_plot=False, suggest_funcs=())
     assert not learn.seen
 
+class Where(Callback):
+    "Notes, at each batch, whether the Learner is predicting and whether it runs `lr_find`"
+    def before_batch(self): self.learn.where.append((I.predicting(self.learn), I.in_lr_find(self.learn)))
+
+def test_predicting_and_in_lr_find():
+    learn = tiny_learner(cbs=Where())
+    learn.where = []; learn.fit(1); assert set(learn.where) == {(False, False)}
+    learn.where = []; learn.validate(); assert set(learn.where) == {(False, False)}
+    learn.where = []; learn.get_preds(); assert set(learn.where) == {(True, False)}
+    learn.where = []
+    with learn.no_bar(): learn.lr_find(num_it=4, show_plot=False, suggest_funcs=())
+    assert set(learn.where) == {(False, True)}
+    assert not I.predicting(learn) and not I.in_lr_find(learn)   # after them
+
+def test_point_tracker():
+    from fastai.callback.tracker import SaveModelCallback, EarlyStoppingCallback
+    import numpy as np
+    cb = EarlyStoppingCallback(monitor='g_l1', min_delta=0.5)   # a name without 'loss': fastai takes it for a score
+    assert (cb.comp, cb.min_delta) == (np.greater, 0.5)
+    I.point_tracker(cb, True); assert (cb.comp, cb.min_delta) == (np.less, -0.5)
+    I.point_tracker(cb, True); assert (cb.comp, cb.min_delta) == (np.less, -0.5)
+    assert (SaveModelCallback(monitor='valid_loss', min_delta=0.5).min_delta) == -0.5   # fastai's own sign for np.less
+    # fastai's `TrackerCallback._monitor` keeps a value `v` as the new best when `comp(v - min_delta, best)`
+    assert not cb.comp(0.8 - cb.min_delta, 1.) and cb.comp(0.4 - cb.min_delta, 1.)   # lower by more than 0.5
+
+def test_is_tensorboard_callback():
+    from fastai.callback.tensorboard import TensorBoardCallback
+    assert I.is_tensorboard_callback(TensorBoardCallback(trace_model=False)) and not I.is_tensorboard_callback(Count())
+
 class Count(Callback):
     n = 0
     def after_batch(self):
@@ -310,3 +339,57 @@ def test_mend_wandb_config():
     cfg = _format_config({**learn.gather_args(), 'path': Path('data'), 'device': 'cpu'})   # what `WandbCallback.before_fit` logs
     assert cfg['path'] == Path('data') and cfg['device'] == 'cpu' and cfg['batch size'] == 4 and cfg['n_inp'] == 1
     assert cfg['_Scaled'] == {'k': 3}   # a callback's arguments, as fastai records them
+
+
+# --- fastai names the library overrides where it uses them (`internals.fastai_overrides`)
+
+def test_fastai_overrides_are_the_listed_ones():
+    from fastai.callback.progress import ProgressCallback
+    from fastai.data.load import DataLoader
+    from fastai.torch_core import TensorImageBase
+    from fastai.vision.core import PILImage
+    owners = dict(ProgressCallback=ProgressCallback, DataLoader=DataLoader, TensorImageBase=TensorImageBase, PILImage=PILImage)
+    for name in I.fastai_overrides:
+        cls, attr = name.split('.')
+        assert attr in owners[cls].__dict__, name
+
+def test_progress_writes_rows_through_write_stats_and_launches_bars():
+    class Seen(ProgressCallback):
+        def before_fit(self): self.rows, self.bars = [], 0; super().before_fit()
+        def _write_stats(self, log): self.rows.append(list(log))
+        def _launch_pbar(self): self.bars += 1; super()._launch_pbar()
+    learn = tiny_learner()
+    learn.remove_cb(ProgressCallback); learn.add_cb(seen := Seen())
+    learn.fit(2)
+    assert seen.bars == 4   # before_train and before_validate, each epoch
+    assert seen.rows[0] == list(learn.recorder.metric_names) and len(seen.rows) == 3   # the header, then one row per epoch
+
+def test_dataloader_iter_steps():
+    from fastai.data.load import DataLoader
+    calls = []
+    class Seen(DataLoader):
+        def randomize(self): calls.append('randomize'); super().randomize()
+        def before_iter(self): calls.append('before_iter'); super().before_iter()
+        def after_batch(self, b): calls.append('after_batch'); return b
+        def after_iter(self): calls.append('after_iter'); super().after_iter()
+    dl = Seen(list(range(6)), bs=3)
+    assert [b.tolist() for b in dl] == [[0, 1, 2], [3, 4, 5]]
+    assert calls == ['randomize', 'before_iter', 'after_batch', 'after_batch', 'after_iter'] and not hasattr(dl, 'it')
+
+def test_show_args_reach_show_image():
+    import matplotlib; matplotlib.use('Agg')
+    from fastai.torch_core import TensorImageBW
+    class Gray(TensorImageBW): _show_args = {'cmap': 'gray', 'vmin': 0, 'vmax': 255}
+    ax = Gray(torch.zeros(1, 4, 4)).show()
+    im = ax.get_images()[0]
+    assert im.get_cmap().name == 'gray' and im.get_clim() == (0, 255)
+    ax = Gray(torch.zeros(1, 4, 4)).show(vmax=9)   # the caller's wins
+    assert ax.get_images()[0].get_clim() == (0, 9)
+
+def test_tensor_class_is_what_ToTensor_makes():
+    from PIL import Image
+    from fastai.vision.core import PILImage, PILImageBW, ToTensor, TensorImage, TensorImageBW
+    for cls, mode in ((PILImage, 'RGB'), (PILImageBW, 'L')):
+        im = cls.create(Image.new(mode, (3, 2)))
+        assert type(ToTensor()(im)) is I.tensor_class(cls)
+    assert (I.tensor_class(PILImage), I.tensor_class(PILImageBW)) == (TensorImage, TensorImageBW)

@@ -146,3 +146,48 @@ def test_cli_val_every_and_early_stop(pairs, tmp_path):
     best = json.loads((out/'summary.json').read_text())['best']
     l1s = [float(r['valid_loss']) for r in rows if r['valid_loss'] != 'None']
     assert best['metric'] == 'l1' and best['score'] == pytest.approx(min(l1s), rel=1e-5)
+
+
+@pytest.mark.parametrize('stopper', ['EarlyStop', 'EarlyStoppingCallback'])
+def test_the_stopping_epoch_has_its_sample_grid(pairs, tmp_path, stopper):
+    "An early stop ends the fit in `after_epoch`: the grid of the epoch it stops in is written first"
+    from fastai.callback.tracker import EarlyStoppingCallback
+    from gan_callbacks.loggers import EarlyStop
+    from gan_callbacks.show import SampleGrid
+    learn = pix2pix_on(pairs); learn.path = tmp_path
+    stop = dict(EarlyStop=EarlyStop, EarlyStoppingCallback=EarlyStoppingCallback)[stopper]('valid_loss', min_delta=10, patience=1)
+    with quiet(): learn.fit(5, 1e-3, cbs=[SampleGrid(tmp_path, n=1), stop])
+    assert len(learn.recorder.values) == 2   # the first sets the best, the second does not improve by 10: stopped
+    assert sorted(f.name for f in tmp_path.glob('samples_epoch*.png')) == ['samples_epoch000.png', 'samples_epoch001.png']
+
+def test_cli_best_epoch_one_numbering(pairs, tmp_path, capsys):
+    "`--keep-best`: the printed epoch is summary.json's and history.csv's, counted from 0, with its grid's name"
+    out = tmp_path/'run'
+    args = ['train', '--data', pairs, '--out', out, '--epochs', 2, '--epochs-decay', 0, '--bs', 2, '--load-size', 32, '--crop-size', 32,
+            '--ngf', 4, '--lr', 1e-3, '--n-samples', 1, '--seed', 0, '--keep-best', 'l1']
+    assert run_cli(args) == 0
+    best = json.loads((out/'summary.json').read_text())['best']
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    e = best['epoch']
+    assert float(rows[e]['valid_loss']) == pytest.approx(best['score'], rel=1e-5) and int(rows[e]['epoch']) == e
+    line = next(l for l in capsys.readouterr().out.splitlines() if 'best_generator.pkl' in l)
+    assert f"the generator of epoch {e} " in line and f"samples_epoch{e:03d}.png" in line and (out/f"samples_epoch{e:03d}.png").is_file()
+
+def test_all_brings_the_loggers_and_the_readme_snippet_runs(pairs, tmp_path):
+    "`from gan_callbacks.all import *` has the loggers, their optional packages imported only when used; the README's snippet runs"
+    import subprocess
+    code = ("import sys; ns = {}; exec('from gan_callbacks.all import *', ns)\n"
+            "names = ('TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop', 'to_multiple', 'make_app')\n"
+            "assert all(n in ns for n in names), [n for n in names if n not in ns]\n"
+            "assert callable(ns['generator']) and callable(ns['app'])   # inference.generator and cli.app, not the modules\n"
+            "assert not {'wandb', 'gradio', 'torch.utils.tensorboard'} & set(sys.modules), sorted(sys.modules)")
+    r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ns = {}
+    exec('from gan_callbacks.all import *', ns)
+    learn = pix2pix_on(pairs); learn.path = tmp_path
+    best = ns['KeepBest']('valid_loss')
+    with contextlib.redirect_stdout(io.StringIO()):
+        learn.fit_gan(2, 1, cbs=[ns['TensorBoardGAN'](tmp_path/'runs'), ns['ValidateEvery'](2), best, ns['EarlyStop']('valid_loss', patience=4)])
+    assert best.best_epoch in (1, 2) and best.export_best('best.pkl') == 'best.pkl' and (tmp_path/'best.pkl').is_file()
+    assert any(f.name.startswith('events') for f in (tmp_path/'runs').rglob('*'))

@@ -8,6 +8,7 @@ from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed
 import fastai.callback.progress  # Learner.no_bar
 from fastai.callback.fp16 import MixedPrecision
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+from gan_callbacks.guard import NonFiniteGuard
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError, \
     SyncFreeProgressCallback
 
@@ -249,19 +250,19 @@ def test_loss_columns_without_host_sync(monkeypatch):
     G, D = nets()
     learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D))
     t = learn.pix2pix_trainer
-    orig, orig_check, orig_tolist, checks = Pix2pixTrainer.on_batch_end, Pix2pixTrainer._check_nonfinite, torch.Tensor.tolist, []
+    orig, orig_check, orig_tolist, checks = Pix2pixTrainer.on_batch_end, NonFiniteGuard.check, torch.Tensor.tolist, []
     def guarded(self, *args, **kwargs):
         with monkeypatch.context() as m:
             def boom(*a, **k): raise AssertionError('host sync in the training step')
             m.setattr(torch.Tensor, 'item', boom); m.setattr(torch.Tensor, 'cpu', boom); m.setattr(torch.Tensor, 'tolist', boom)
             return orig(self, *args, **kwargs)
-    def check(self, epoch, upto):   # the one read of the non-finite flags, at the epoch's end
+    def check(self, learn, epoch, upto):   # the one read of the non-finite flags, at the epoch's end
         checks.append(upto)
         with monkeypatch.context() as m:
             m.setattr(torch.Tensor, 'tolist', orig_tolist)
-            return orig_check(self, epoch, upto)
+            return orig_check(self, learn, epoch, upto)
     monkeypatch.setattr(Pix2pixTrainer, 'on_batch_end', guarded)
-    monkeypatch.setattr(Pix2pixTrainer, '_check_nonfinite', check)
+    monkeypatch.setattr(NonFiniteGuard, 'check', check)
     with learn.no_bar(): learn.fit(2, 1e-3)
     assert checks == [2, 2]   # 2 batches per epoch
     names = list(learn.recorder.metric_names)
