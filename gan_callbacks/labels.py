@@ -18,8 +18,8 @@ from .samples import sample_pairs, gan_callbacks_home
 
 # %% auto #0
 __all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'colour_labels', 'LabelMapFile', 'PhotoFile',
-           'resize_nearest', 'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'show_batch',
-           'show_results', 'photo_labels', 'sample_labels']
+           'resize_nearest', 'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'photo_labels',
+           'sample_labels']
 
 # %% ../nbs/03d_labels.ipynb #0a76aeb4
 def get_edges(t:torch.Tensor) -> torch.Tensor:
@@ -174,15 +174,15 @@ class LabelDataLoaders(Pix2pixDataLoaders):
         tl = self.valid_ds.tls[0]._new(items, split_idx=1)
         return self.valid.new(Datasets(tls=[tl], n_inp=1), after_item=[], **kwargs)   # no resize: whole
 
-# %% ../nbs/03d_labels.ipynb #540b1b15
-@dispatch
-def show_batch(x:TensorLabels, y:TensorImage, samples, ctxs=None, max_n=10, nrows=None, ncols=None, figsize=None, **kwargs):
+# %% ../nbs/03d_labels.ipynb #aa749619
+@show_batch.dispatch   # a method of fastai's `show_batch`, for label maps
+def _show_label_batch(x:TensorLabels, y:TensorImage, samples, ctxs=None, max_n=10, nrows=None, ncols=None, figsize=None, **kwargs):
     if ctxs is None: ctxs = get_grid(min(len(samples), max_n), nrows=nrows, ncols=ncols, figsize=figsize, double=True)
     for i in range(2): ctxs[i::2] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(i), ctxs[i::2], range(max_n))]
     return ctxs
 
-@dispatch
-def show_results(x:TensorLabels, y:TensorImage, samples, outs, ctxs=None, max_n=10, figsize=None, **kwargs):
+@show_results.dispatch   # and of its `show_results`
+def _show_label_results(x:TensorLabels, y:TensorImage, samples, outs, ctxs=None, max_n=10, figsize=None, **kwargs):
     if ctxs is None: ctxs = get_grid(3 * min(len(samples), max_n), ncols=3, figsize=figsize, title='Labels/Translation/Photo')
     ctxs[0::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(0), ctxs[0::3], range(max_n))]
     ctxs[1::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(outs.itemgot(0), ctxs[1::3], range(max_n))]
