@@ -583,3 +583,47 @@ def test_image_inputs_label_nc_0(tmp_path):
         learn = pix2pixhd_learner(d, ngf=4, n_downsampling=2, n_blocks=1, trainer_kwargs=dict(ndf=4, vgg=False))
         with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
         assert learn.model.in_ch == 3 and len(learn.pix2pixhd_trainer.hist) == 2
+
+
+# --- two processes
+
+WORKER = '''
+import sys, warnings, torch
+from fastai.basics import DataLoaders, Callback, set_seed
+from fastai.distributed import rank_distrib
+import fastai.callback.progress
+from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.labels import one_hot_labels, get_edges
+from gan_callbacks.pix2pixhd import pix2pixhd_learner
+from gan_callbacks.distributed import unwrap
+out, rank = sys.argv[1], rank_distrib()
+g = torch.Generator().manual_seed(0)
+x = torch.cat([one_hot_labels(torch.randint(0, 4, (8, 1, 16, 16), generator=g), 4), get_edges(torch.randint(0, 3, (8, 1, 16, 16), generator=g))], 1)
+items = list(zip(x, torch.rand(8, 3, 16, 16, generator=g) * 2 - 1))
+set_seed(rank)   # different weights on each rank: rank 0's must win
+G, D = GlobalGenerator(5, 3, ngf=4, n_downsampling=2, n_blocks=1), MultiscaleDiscriminator(8, ndf=4, n_layers=2)
+torch.save(dict(G=G.state_dict(), D=D.state_dict()), f'{out}/init{rank}.pt')
+learn = pix2pixhd_learner(DataLoaders.from_dsets(items, items[:2], bs=2, shuffle=False, device='cpu'), G, D,
+                          trainer_kwargs=dict(vgg=False), path=out)
+with warnings.catch_warnings(), learn.no_bar(), learn.no_logging(), learn.distrib_ctx():
+    warnings.simplefilter('ignore'); learn.fit(1, 1e-3)
+t = learn.pix2pixhd_trainer
+torch.save(dict(G=unwrap(learn.model).state_dict(), D=t.discriminator.state_dict(), d_opt=t.d_opt.state_dict(), opt=learn.opt.state_dict()),
+           f'{out}/state{rank}.pt')
+'''
+
+def test_two_processes_train_one_model(tmp_path):
+    "Data-parallel on 2 CPU processes: G (DDP) and the discriminators (the library's all-reduce) start from rank 0's weights and stay equal"
+    import sys
+    from gan_callbacks.distributed import launch
+    (tmp_path/'worker.py').write_text(WORKER)
+    n = torch.get_num_threads(); torch.set_num_threads(1)
+    try: launch([sys.executable, str(tmp_path/'worker.py'), str(tmp_path)], nproc=2)
+    finally: torch.set_num_threads(n)
+    s0, s1 = (torch.load(tmp_path/f'state{r}.pt', weights_only=False) for r in (0, 1))
+    i0, i1 = (torch.load(tmp_path/f'init{r}.pt', weights_only=False) for r in (0, 1))
+    for k in ('G', 'D'):
+        assert all(torch.equal(s0[k][n], s1[k][n]) for n in s0[k]), k
+        assert any(not torch.equal(i0[k][n], i1[k][n]) for n in i0[k])   # they started apart
+        assert any(not torch.equal(s0[k][n], i0[k][n]) for n in s0[k])   # and trained
+    assert str(s0['d_opt']) == str(s1['d_opt']) and str(s0['opt']) == str(s1['opt'])
