@@ -66,18 +66,19 @@ class LabelMapFile(ItemTransform):
     _retain = False
     def __init__(self, label_nc:int): super().__init__(); store_attr()
     def encodes(self, o):
-        if not self.label_nc: return TensorImage(torch.from_numpy(np.array(Image.open(o[0]).convert('RGB'))).permute(2, 0, 1))
+        if not self.label_nc: return PhotoFile(0)(o)   # an image input
         ids = [_read_ids(o[0], 'label map', self.label_nc)] + ([] if o[1] is None else [_read_ids(o[1], 'instance map')])
         if len(ids) == 2 and ids[0].shape != ids[1].shape:
             raise ValueError(f"instance map {o[1]} is {ids[1].shape[1]}x{ids[1].shape[0]}, its label map {o[0]} {ids[0].shape[1]}x{ids[0].shape[0]}")
         return TensorLabels(torch.from_numpy(np.stack(ids)))
 
 class PhotoFile(ItemTransform):
-    "Read the photo of an item `(label, inst, img)` as a uint8 `TensorImage`"
+    "Read the photo (file `i` of an item `(label, inst, img)`, the last by default) as a uint8 `TensorImage`"
     _retain = False
+    def __init__(self, i:int=2): super().__init__(); self.i = i
     def encodes(self, o):
-        try: im = Image.open(o[2]).convert('RGB')
-        except Exception as e: raise OSError(f"Cannot read image {o[2]}: {e}") from e
+        try: im = Image.open(o[self.i]).convert('RGB')
+        except Exception as e: raise OSError(f"Cannot read image {o[self.i]}: {e}") from e
         return TensorImage(torch.from_numpy(np.array(im)).permute(2, 0, 1))
 
 @functools.lru_cache(maxsize=64)
