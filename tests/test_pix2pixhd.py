@@ -2,7 +2,7 @@
 import pytest, torch
 import torch.nn.functional as F
 from torch import nn
-from gan_callbacks.hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator, hd_init
+from gan_callbacks.hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
 
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
@@ -215,7 +215,7 @@ def test_gan_and_feature_matching_losses():
 
 import numpy as np
 from PIL import Image
-from gan_callbacks.labels import get_edges, one_hot_labels, resize_nearest, LabelDataLoaders, sample_labels, photo_labels, ScaleWidthFlip, TensorLabels
+from gan_callbacks.labels import get_edges, one_hot_labels, resize_nearest, LabelDataLoaders, sample_labels, ScaleWidthFlip, TensorLabels
 from fastai.vision.all import TensorImage
 
 def ref_get_edges(t):
@@ -275,7 +275,7 @@ from fastai.basics import DataLoaders, Callback, set_seed
 from fastai.optimizer import SGD
 import fastai.callback.progress, fastai.callback.schedule   # Learner.no_bar, lr_find
 from gan_callbacks.optim import pix2pix_adam
-from gan_callbacks.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner, pix2pixhd_schedule
+from gan_callbacks.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner
 from gan_callbacks.checkpoint import GANCheckpoint
 
 LABEL_NC = 4
@@ -414,7 +414,6 @@ class Watch(Callback):
 
 def local_learner(path, seed=0, cbs=None, **kw):
     set_seed(seed)
-    g = torch.Generator().manual_seed(0)
     items = [(a, b) for A, B in hd_batches(n=4, size=16) for a, b in zip(A, B)]
     dls = DataLoaders.from_dsets(items, items[:2], bs=2, after_batch=RandFlip(), device='cpu')   # shuffled, augmented
     G = LocalEnhancer(5, 3, ngf=4, n_downsampling=1, n_blocks=1, n_local_enhancers=1, n_blocks_local=1)
