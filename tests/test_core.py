@@ -4,7 +4,7 @@ import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, SGD, Adam, Callback, set_seed, load_learner, mae
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.core import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS
+from gan_callbacks.core import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS, skip_update
 
 
 def synth_learner(n=32, bs=8, cbs=None, opt_func=SGD, **kwargs):
@@ -98,6 +98,21 @@ def test_batch_begin_replaces_input_and_target():
     assert torch.allclose(be[-1]['last_output'], b.expand_as(be[-1]['last_output']))
     assert torch.allclose(be[-1]['last_loss'], ((b - 3)**2).mean())
 
+
+def test_skip_update_cancels_backward_and_step():
+    "`skip_update()` from `on_backward_begin` leaves the weights alone; `skip_bwd` alone would not (fastai steps on zeroed gradients)"
+    def learner(skip):
+        on = []
+        learn = synth_learner(cbs=Recorder1(on_backward_begin=lambda kw: skip if on else None), opt_func=Adam)
+        fit(learn, 1)   # the parameters have gradients now: fastai zeroes them in place
+        on.append(True)
+        return learn
+    learn = learner(skip_update())
+    w0 = weights(learn); fit(learn, 1)
+    assert all(torch.equal(a, b) for a, b in zip(w0, weights(learn)))
+    learn = learner({'skip_bwd': True})
+    w0 = weights(learn); fit(learn, 1)
+    assert not any(torch.equal(a, b) for a, b in zip(w0, weights(learn)))   # Adam's momentum and weight decay
 
 def test_loss_begin_replaces_output():
     learn = synth_learner(cbs=Recorder1(on_loss_begin=lambda kw: {'last_output': kw['last_output']*0 + kw['last_target'] + 1}))
