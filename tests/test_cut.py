@@ -15,7 +15,7 @@ from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.cut import CUTTrainer, cut_learner, cut_modes
 from gan_callbacks.checkpoint import GANCheckpoint
-from helpers import Unpaired, unpaired_resume_dls, batches as paired_batches, unpaired_dls as make_dls, state, assert_close, run_cli as cli
+from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, state, assert_close, run_cli as cli
 
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
@@ -97,7 +97,7 @@ def test_features_are_the_sequentials_outputs():
 
 # --- parity with a plain PyTorch CUT loop (DESIGN §11)
 
-def batches(n=3, bs=2, size=16, seed=0): return paired_batches(n, bs, size, seed=seed)
+def batches(n=3, bs=2, size=16, seed=0): return rand_batches(n, bs, size, seed=seed)
 
 LAYERS = (0, 4, 8, 12)   # G with one residual block: the padded input, both 3x3 convolutions, the block
 

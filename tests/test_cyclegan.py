@@ -12,11 +12,11 @@ from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
-from helpers import Unpaired, unpaired_resume_dls, batches as paired_batches, unpaired_dls as make_dls, cyclegan_nets as nets, \
+from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, cyclegan_nets as nets, \
     state, assert_close, cyclegan_resume_learner as resume_learner
 
 
-def batches(n=3, bs=2, size=16, seed=0, ch=(3, 3)): return paired_batches(n, bs, size, *ch, seed=seed)
+def batches(n=3, bs=2, size=16, seed=0, ch=(3, 3)): return rand_batches(n, bs, size, *ch, seed=seed)
 
 
 # --- the image pool
