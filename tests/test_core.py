@@ -1,5 +1,6 @@
 "The fastai-v1 state_dict contract of `StateDictCallback`, event by event and key by key."
 import warnings, pickle
+from functools import partial
 import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, SGD, Adam, Callback, set_seed, load_learner, mae
@@ -7,18 +8,9 @@ import fastai.callback.progress  # Learner.no_bar
 from gan_callbacks.core import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS, skip_update
 
 
-def synth_learner(n=32, bs=8, cbs=None, opt_func=SGD, **kwargs):
-    "Linear regression on synthetic data: 2 training and 2 validation batches per epoch"
-    set_seed(0)
-    x = torch.randn(n, 1); y = 2*x + 1
-    dsets = [list(zip(x[:n//2], y[:n//2])), list(zip(x[n//2:], y[n//2:]))]
-    dls = DataLoaders.from_dsets(*dsets, bs=bs, device='cpu')
-    learn = Learner(dls, nn.Linear(1, 1), loss_func=MSELossFlat(), cbs=cbs, opt_func=opt_func, **kwargs)
-    learn.recorder.silent = True
-    return learn
+from helpers import synth_learner as synth_regression, synth_fit as fit
 
-def fit(learn, n=1, lr=0.1, **kwargs):
-    with learn.no_bar(): learn.fit(n, lr, **kwargs)
+synth_learner = partial(synth_regression, opt_func=SGD)
 
 def weights(learn): return [p.detach().clone() for p in learn.model.parameters()]
 

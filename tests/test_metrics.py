@@ -18,7 +18,7 @@ from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner,
 from gan_callbacks.samples import sample_pairs
 from gan_callbacks.cli import main
 from gan_callbacks.show import plot_training
-from test_pix2pix import HostReads, batches, make_dls, nets
+from helpers import HostReads, batches, paired_dls as make_dls, pix2pix_nets as nets
 
 SK_SSIM = dict(gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=2)
 
