@@ -97,8 +97,9 @@ def _by_mode(arg, show=str):
 
 def _on(b): return 'on' if b else 'off'
 
+_defaults = {f.__name__: defaults_of(f) for f in (train, translate, export_generator, app, evaluate_cmd)}   # the commands' defaults, where they are stated
+
 def _parser():
-    t_, r_, x_, a_, e_ = map(defaults_of, (train, translate, export_generator, app, evaluate_cmd))   # each default where it is stated
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
@@ -113,12 +114,12 @@ def _parser():
     schedule = lambda i: _by_model(lambda r: r.schedule[i])
     t.add_argument('--epochs', type=int, help=f"epochs at the initial lr (default: the reference's, {schedule(0)})")
     t.add_argument('--epochs-decay', type=int, help=f"epochs of linear lr decay to ~0 (default: the reference's, {schedule(1)})")
-    t.add_argument('--bs', type=int, default=t_.bs, help='batch size')
-    t.add_argument('--load-size', type=int, default=t_.load_size, help='images are resized to this before cropping')
-    t.add_argument('--crop-size', type=int, default=t_.crop_size, help='random crop size (the training image size)')
-    t.add_argument('--lr', type=float, default=t_.lr, help='initial learning rate')
-    t.add_argument('--ngf', type=int, default=t_.ngf, help="generator's width")
-    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default=t_.precision, help='bf16 is fast on the CPU; fp16 needs CUDA')
+    t.add_argument('--bs', type=int, default=_defaults['train'].bs, help='batch size')
+    t.add_argument('--load-size', type=int, default=_defaults['train'].load_size, help='images are resized to this before cropping')
+    t.add_argument('--crop-size', type=int, default=_defaults['train'].crop_size, help='random crop size (the training image size)')
+    t.add_argument('--lr', type=float, default=_defaults['train'].lr, help='initial learning rate')
+    t.add_argument('--ngf', type=int, default=_defaults['train'].ngf, help="generator's width")
+    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default=_defaults['train'].precision, help='bf16 is fast on the CPU; fp16 needs CUDA')
     t.add_argument('--gan-mode', choices=gan_modes, help=f"default {_by_model('gan_mode')}")
     p2p = t.add_argument_group('pix2pix', 'options of --model pix2pix')
     p2p.add_argument('--lambda-l1', type=float, help=f"weight of the L1 term (default {_by_model('lambda_l1', '{:g}'.format)})")
@@ -128,13 +129,13 @@ def _parser():
                      f"statistics) or 'eval' (default {_by_model('test_mode')})")
     p2p.add_argument('--channels-last', action='store_true', default=None, help='G, D and batches in channels_last memory format')
     p2p.add_argument('--compile', action='store_true', default=None, help="torch.compile G's and D's forward (a slow first epoch)")
-    t.add_argument('--n-samples', type=int, default=t_.n_samples, help='validation examples in the per-epoch grid')
+    t.add_argument('--n-samples', type=int, default=_defaults['train'].n_samples, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None, help='seed of every random generator (default: none, a different run each time)')
     w = t.add_argument_group('watching and keeping', 'logs of the run, validation, the best epoch')
     w.add_argument('--tensorboard', metavar='DIR', help='write TensorBoard logs to DIR: losses per iteration, lrs, validation columns, '
                    'an image grid per epoch (default: none)')
     w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
-    w.add_argument('--val-every', type=int, default=t_.val_every, help='validate after every N epochs (and after the last)')
+    w.add_argument('--val-every', type=int, default=_defaults['train'].val_every, help='validate after every N epochs (and after the last)')
     w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
@@ -174,7 +175,7 @@ def _parser():
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
-    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default=r_.direction, help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
+    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default=_defaults['translate'].direction, help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
                    "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or "
                    f"{reference_test_mode!r} for a .pth")
@@ -183,7 +184,7 @@ def _parser():
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
     r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
                    "overlap: any image size in the memory of one batch of tiles")
-    r.add_argument('--overlap', type=int, default=r_.overlap, help="pixels shared by neighbouring tiles")
+    r.add_argument('--overlap', type=int, default=_defaults['translate'].overlap, help="pixels shared by neighbouring tiles")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
@@ -193,24 +194,24 @@ def _parser():
     x.add_argument('--format', choices=export_formats, required=True)
     x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference), or the folder (--format folder)')
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
-    x.add_argument('--batch', type=int, default=x_.batch, help="ONNX: the traced batch size (any batch size runs)")
+    x.add_argument('--batch', type=int, default=_defaults['export_generator'].batch, help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
     x.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     a = sub.add_parser('app', help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
-    a.add_argument('--host', default=a_.host, help='address to serve on (default: this machine only)')
-    a.add_argument('--port', type=int, default=a_.port)
-    a.add_argument('--max-pixels', type=int, default=a_.max_pixels, help='larger uploads are refused with a message')
+    a.add_argument('--host', default=_defaults['app'].host, help='address to serve on (default: this machine only)')
+    a.add_argument('--port', type=int, default=_defaults['app'].port)
+    a.add_argument('--max-pixels', type=int, default=_defaults['app'].max_pixels, help='larger uploads are refused with a message')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
-    e.add_argument('--out', default=e_.out, help='output folder')
+    e.add_argument('--out', default=_defaults['evaluate_cmd'].out, help='output folder')
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
-    e.add_argument('--layout', choices=('aligned', 'separate'), default=e_.layout)
-    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=e_.direction)
+    e.add_argument('--layout', choices=('aligned', 'separate'), default=_defaults['evaluate_cmd'].layout)
+    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=_defaults['evaluate_cmd'].direction)
     e.add_argument('--test-mode', choices=test_modes, default=None, help=f"default: the trainer's, or {reference_test_mode!r} for a .pth")
-    e.add_argument('--n-show', type=int, default=e_.n_show, help='best and worst translations in the grid')
+    e.add_argument('--n-show', type=int, default=_defaults['evaluate_cmd'].n_show, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     return p

@@ -76,7 +76,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
         store_attr()
         super().__init__()
-        self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(('g', 'd')), LossLog(beta), HeldContexts(), False
+        self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(), LossLog(beta), HeldContexts(), False
         self.guard = NonFiniteGuard(max_nonfinite, who=type(self).__name__)
 
     @property

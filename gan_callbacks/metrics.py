@@ -19,7 +19,7 @@ _all_ = ['FIDInception', 'fid_weights_name', 'fid_weights_url', 'fid_weights_pat
 __all__ = ['psnr_per_image', 'psnr', 'gaussian_window', 'ssim_per_image', 'ssim', 'ImageMetric', 'PSNR', 'SSIM',
            'frechet_distance', 'feature_stats', 'kernel_distance', 'image_features', 'fid', 'kid', 'image_scores',
            'mean_target', 'baseline_scores', 'FIDInception', 'fid_weights_name', 'fid_weights_url', 'fid_weights_path',
-           'fid_inception', 'translate_all', 'evaluate', 'format_summary']
+           'fid_inception']
 
 # %% ../nbs/10_metrics.ipynb #2525a9af
 def _dtype(t): return torch.float32 if t.device.type == 'mps' else torch.float64
@@ -200,13 +200,3 @@ def baseline_scores(dls) -> dict:
         per = [image_scores(guess(x, y).float(), y.float()) for x, y in dls.valid if key == 'mean_image' or x.shape == y.shape]
         if per: res.update({f'{key}_{k}': float(np.concatenate([p[k] for p in per]).mean()) for k in per[0]})
     return res
-
-# %% ../nbs/10_metrics.ipynb #79fc9af0
-_all_ = ['translate_all', 'evaluate', 'format_summary']   # at home in `evaluation`, which imports this module
-_from_evaluation = tuple(_all_)
-
-def __getattr__(name):
-    "The names of `evaluation`, which builds on this module, looked up there when first asked for here"
-    if name not in _from_evaluation: raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    from gan_callbacks import evaluation
-    return getattr(evaluation, name)

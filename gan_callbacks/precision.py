@@ -12,7 +12,7 @@ from .internals import is_compiled, off_for_this_fit
 from .steps import learner_device, state_or_none
 
 # %% auto #0
-__all__ = ['amp_dtype', 'autocast', 'FitPrecision', 'speed_up', 'to_channels_last']
+__all__ = ['amp_dtype', 'maybe_autocast', 'FitPrecision', 'speed_up', 'to_channels_last']
 
 # %% ../nbs/04g_precision.ipynb #7f9dd341
 def amp_dtype(learn, device_type:str):
@@ -26,7 +26,7 @@ def amp_dtype(learn, device_type:str):
                          "use `learn.to_bf16()` instead (bfloat16 autocast works on the CPU)")
     return torch.float16
 
-def autocast(device_type:str, dtype=None):
+def maybe_autocast(device_type:str, dtype=None):
     "Autocast to `dtype` on `device_type`; no context at all when `dtype` is `None`"
     return torch.autocast(device_type, dtype=dtype) if dtype else nullcontext()
 
@@ -42,7 +42,7 @@ class FitPrecision:
         elif not self.scalers: self.scalers = {k: torch.amp.GradScaler(self.device_type) for k in self.names}
         return self
 
-    def autocast(self): return autocast(self.device_type, self.dtype)
+    def autocast(self): return maybe_autocast(self.device_type, self.dtype)
     def scaler(self, name:str): return self.scalers.get(name)   # `None` but under fp16
 
     def state_dict(self): return {f'{k}_scaler': state_or_none(self.scalers.get(k)) for k in self.names}

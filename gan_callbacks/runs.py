@@ -25,7 +25,7 @@ from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
-from .distributed import rank_distrib, setup_process
+from .distributed import setup_process
 from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks
 _all_ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']   # at home in `interrupts`
 

@@ -21,7 +21,7 @@ def running_app(folder, cwd, **env):
     "`gan_callbacks app` on model folder `folder`, with environment variables `env` (`None`: removed), and the address it serves"
     port = free_port()
     env = {k: v for k, v in dict(os.environ, GRADIO_ANALYTICS_ENABLED='False', PYTHONUNBUFFERED='1', **env).items() if v is not None}
-    from interrupting import default_signals
+    from helpers import default_signals
     p = subprocess.Popen([sys.executable, '-m', 'gan_callbacks', 'app', '--model', str(folder), '--port', str(port), '--max-pixels', '10000'],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=default_signals, cwd=cwd)
     lines = queue.Queue()

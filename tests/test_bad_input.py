@@ -6,6 +6,7 @@ from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
 from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint
 from gan_callbacks.safety import CheckpointError
+from helpers import fit
 
 
 def tiny_learner(path, ngf=8, cbs=None, **kw):
@@ -17,9 +18,6 @@ def tiny_learner(path, ngf=8, cbs=None, **kw):
     trainer = Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2))
     return Learner(dls, UnetGenerator(num_downs=5, ngf=ngf), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
                    cbs=[trainer] + list(cbs or []), path=path, **kw)
-
-def fit(learn, n=1):
-    with learn.no_bar(), learn.no_logging(): learn.fit(n, 1e-3)
 
 def weights(learn): return {k: v.clone() for k, v in learn.model.state_dict().items()}
 

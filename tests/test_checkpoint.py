@@ -13,26 +13,7 @@ from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint, find_checkp
 from gan_callbacks.safety import CheckpointError, atomic_save
 
 
-def make_dls(n=16, bs=4, size=32, cin=3):
-    g = torch.Generator().manual_seed(0)
-    A = torch.rand(n, cin, size, size, generator=g) * 2 - 1
-    items = list(zip(A, -A[:, :3].flip(-2)))
-    return DataLoaders.from_dsets(items, items[:4], bs=bs, after_batch=RandFlip(), num_workers=0, device='cpu')  # shuffled
-
-def make_learner(path, seed=0, cbs=None, trainer=True, given_d=True, ngf=8, opt_func=pix2pix_adam, **trainer_kw):
-    "Tiny pix2pix (dropout on) under `seed`: everything random at construction depends on it"
-    set_seed(seed)
-    G = UnetGenerator(num_downs=5, ngf=ngf, use_dropout=True)
-    tcb = [Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2) if given_d else None, **trainer_kw)] if trainer else []
-    return Learner(make_dls(), G, loss_func=L1LossFlat(), opt_func=opt_func, cbs=tcb + L(cbs), path=path)
-
-def run(learn, n=4, one_cycle=False, **kw):
-    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
-        warnings.simplefilter('ignore')
-        if one_cycle: learn.fit_one_cycle(n, 2e-3, **kw)
-        else: learn.fit(n, 1e-3, **kw)
-
-from interrupting import Interrupt, RandFlip, default_signals, wait_for
+from helpers import flipped_dls as make_dls, make_learner, quiet_fit as run, state as sd, assert_same, Interrupt, RandFlip, default_signals, wait_for
 
 class InjectNaN(Callback):
     "NaN in the input (or target) of the training iterations `its` (counted with `learn.train_iter`)"
@@ -42,19 +23,6 @@ class InjectNaN(Callback):
         if not self.training or self.learn.train_iter not in self.its: return
         if self.target: self.learn.yb = (self.yb[0] * float('nan'),)
         else: self.learn.xb = (self.xb[0] * float('nan'),)
-
-def sd(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
-
-def assert_same(a, b):
-    "Bitwise equal nested state (tensors, numbers, lists, dicts)"
-    if isinstance(a, torch.Tensor): assert torch.equal(a, b); return
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a: assert_same(a[k], b[k])
-    elif isinstance(a, (list, tuple, L)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b): assert_same(x, y)
-    else: assert a == b
 
 def assert_same_run(learn, ref):
     t, t0 = learn.pix2pix_trainer, ref.pix2pix_trainer

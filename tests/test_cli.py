@@ -9,16 +9,8 @@ from gan_callbacks.cli import main
 from gan_callbacks.show import image_grid
 from gan_callbacks.inference import translate_image
 from gan_callbacks.samples import sample_pairs, sample_unpaired
+from helpers import run_cli as run, train_options
 
-
-@pytest.fixture(scope='module')
-def tiny(tmp_path_factory):
-    home = tmp_path_factory.mktemp('home')
-    return sample_pairs(home/'sample', n_train=8, n_valid=2, size=32)
-
-def run(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 
 @pytest.fixture(scope='module')
@@ -142,9 +134,8 @@ def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
 
 
 def test_speed_options_reach_the_trainer(tiny, tmp_path):
-    from gan_callbacks.cli import _parser
     from gan_callbacks.runs import train
-    args = vars(_parser().parse_args(['train', '--sample', '--channels-last', '--compile']))
+    args = train_options(['train', '--sample', '--channels-last', '--compile'])
     assert args['channels_last'] is True and args['compile'] is True
     learn = train(data=tiny, out=tmp_path, epochs=1, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1,
                   channels_last=True)
@@ -208,7 +199,6 @@ def test_resume_command():
 def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
     "A run with stdout sent to a file: a line per epoch, no bars; SIGINT after the first epoch: one line, exit 130, a loadable checkpoint"
     import shlex, signal, time
-    from gan_callbacks.cli import _parser
     from gan_callbacks.checkpoint import load_checkpoint
     from gan_callbacks.data import Pix2pixDataLoaders
     from gan_callbacks.models import UnetGenerator
@@ -219,7 +209,7 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
             '--load-size', '36', '--crop-size', '32', '--ngf', '8', '--n-samples', '1']
     exe = Path(sys.executable).parent/'gan_callbacks'
     with open(log, 'w') as f:
-        from interrupting import default_signals
+        from helpers import default_signals
         p = subprocess.Popen([str(exe), *argv], stdout=f, stderr=subprocess.PIPE, text=True, preexec_fn=default_signals)
         try:
             t0 = time.time()   # the first epoch done (its grid is written last)
@@ -237,7 +227,7 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
     else: assert last.startswith('gan_callbacks train: training interrupted after epoch ') and saved.name.startswith('gan_epoch'), last
     cmd = shlex.split(last.split('resume with: ')[1])
     assert cmd == ['gan_callbacks', *argv, '--resume', str(saved)]
-    assert vars(_parser().parse_args(cmd[1:]))['resume'] == str(saved)
+    assert train_options(cmd[1:])['resume'] == str(saved)
     text = log.read_text()
     assert '\r' not in text
     lines = text.splitlines()

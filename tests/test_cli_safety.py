@@ -4,23 +4,15 @@ from pathlib import Path
 import pytest, torch
 from gan_callbacks.cli import main
 from gan_callbacks.samples import sample_pairs
-from interrupting import default_signals, wait_for
+from helpers import default_signals, wait_for, run_cli as run
 
 EXE = str(Path(sys.executable).parent/'gan_callbacks')
-
-def run(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 def one_line(err):
     "The one line a command printed to stderr (warnings aside)"
     lines = [l for l in err.strip().splitlines() if l.startswith('gan_callbacks ')]
     assert len(lines) == 1 and 'Traceback' not in err, err
     return lines[0]
-
-@pytest.fixture(scope='module')
-def tiny(tmp_path_factory):
-    return sample_pairs(tmp_path_factory.mktemp('home')/'sample', n_train=8, n_valid=2, size=32)
 
 TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]
 

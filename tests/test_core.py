@@ -1,24 +1,16 @@
 "The fastai-v1 state_dict contract of `StateDictCallback`, event by event and key by key."
 import warnings, pickle
+from functools import partial
 import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, SGD, Adam, Callback, set_seed, load_learner, mae
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.core import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS
+from gan_callbacks.core import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS, skip_update
 
 
-def synth_learner(n=32, bs=8, cbs=None, opt_func=SGD, **kwargs):
-    "Linear regression on synthetic data: 2 training and 2 validation batches per epoch"
-    set_seed(0)
-    x = torch.randn(n, 1); y = 2*x + 1
-    dsets = [list(zip(x[:n//2], y[:n//2])), list(zip(x[n//2:], y[n//2:]))]
-    dls = DataLoaders.from_dsets(*dsets, bs=bs, device='cpu')
-    learn = Learner(dls, nn.Linear(1, 1), loss_func=MSELossFlat(), cbs=cbs, opt_func=opt_func, **kwargs)
-    learn.recorder.silent = True
-    return learn
+from helpers import synth_learner as synth_regression, synth_fit as fit
 
-def fit(learn, n=1, lr=0.1, **kwargs):
-    with learn.no_bar(): learn.fit(n, lr, **kwargs)
+synth_learner = partial(synth_regression, opt_func=SGD)
 
 def weights(learn): return [p.detach().clone() for p in learn.model.parameters()]
 
@@ -98,6 +90,21 @@ def test_batch_begin_replaces_input_and_target():
     assert torch.allclose(be[-1]['last_output'], b.expand_as(be[-1]['last_output']))
     assert torch.allclose(be[-1]['last_loss'], ((b - 3)**2).mean())
 
+
+def test_skip_update_cancels_backward_and_step():
+    "`skip_update()` from `on_backward_begin` leaves the weights alone; `skip_bwd` alone would not (fastai steps on zeroed gradients)"
+    def learner(skip):
+        on = []
+        learn = synth_learner(cbs=Recorder1(on_backward_begin=lambda kw: skip if on else None), opt_func=Adam)
+        fit(learn, 1)   # the parameters have gradients now: fastai zeroes them in place
+        on.append(True)
+        return learn
+    learn = learner(skip_update())
+    w0 = weights(learn); fit(learn, 1)
+    assert all(torch.equal(a, b) for a, b in zip(w0, weights(learn)))
+    learn = learner({'skip_bwd': True})
+    w0 = weights(learn); fit(learn, 1)
+    assert not any(torch.equal(a, b) for a, b in zip(w0, weights(learn)))   # Adam's momentum and weight decay
 
 def test_loss_begin_replaces_output():
     learn = synth_learner(cbs=Recorder1(on_loss_begin=lambda kw: {'last_output': kw['last_output']*0 + kw['last_target'] + 1}))

@@ -15,15 +15,10 @@ from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.cut import CUTTrainer, cut_learner, cut_modes
 from gan_callbacks.checkpoint import GANCheckpoint
-from interrupting import Unpaired, unpaired_resume_dls
+from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, state, assert_close, run_cli as cli
 
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
-def state(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
-
-def assert_close(a, b, atol):
-    assert a.keys() == b.keys()
-    for k in a: torch.testing.assert_close(a[k], b[k], atol=atol, rtol=0, msg=lambda m: f'{k}: {m}')
 
 
 # --- the networks, key for key the reference's
@@ -102,13 +97,7 @@ def test_features_are_the_sequentials_outputs():
 
 # --- parity with a plain PyTorch CUT loop (DESIGN §11)
 
-def batches(n=3, bs=2, size=16, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [(torch.rand(bs, 3, size, size, generator=g)*2-1, torch.rand(bs, 3, size, size, generator=g)*2-1) for _ in range(n)]
-
-def make_dls(bs_list, **kw):
-    items = Unpaired((a, b) for A, B in bs_list for a, b in zip(A, B))
-    return DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=len(bs_list[0][0]), device='cpu', **kw)
+def batches(n=3, bs=2, size=16, seed=0): return rand_batches(n, bs, size, seed=seed)
 
 LAYERS = (0, 4, 8, 12)   # G with one residual block: the padded input, both 3x3 convolutions, the block
 
@@ -331,7 +320,7 @@ def resume_learner(path, seed=0, cbs=None):
     # flips and patch draws from numpy's generator: the resumed fit must draw the same
     return cut_learner(dls, G, D, mode='fastcut', cbs=cbs, path=path, trainer_kwargs=dict(nce_layers=LAYERS, num_patches=32))
 
-from interrupting import Interrupt, run_gan as run
+from helpers import Interrupt, run_gan as run
 
 def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')
@@ -354,11 +343,6 @@ def test_interrupt_and_resume_is_bitwise_identical(tmp_path):
 
 
 # --- the command line
-
-def cli(argv):
-    from gan_callbacks.cli import main
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 CUT_TINY = ['--epochs', 1, '--epochs-decay', 1, '--bs', 2, '--load-size', 36, '--crop-size', 32, '--ngf', 4,
             '--n-blocks', 1, '--n-samples', 2, '--num-patches', 64, '--lr', 1e-3, '--seed', 0]

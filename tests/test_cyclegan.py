@@ -12,28 +12,11 @@ from gan_callbacks.gan import AdversarialTrainer
 from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
 from gan_callbacks.checkpoint import GANCheckpoint
-from interrupting import Unpaired, unpaired_resume_dls
+from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, cyclegan_nets as nets, \
+    state, assert_close, cyclegan_resume_learner as resume_learner
 
 
-def batches(n=3, bs=2, size=16, seed=0, ch=(3, 3)):
-    g = torch.Generator().manual_seed(seed)
-    return [(torch.rand(bs, ch[0], size, size, generator=g)*2-1, torch.rand(bs, ch[1], size, size, generator=g)*2-1) for _ in range(n)]
-
-def make_dls(bs_list, **kw):
-    items = Unpaired((a, b) for A, B in bs_list for a, b in zip(A, B))
-    return DataLoaders.from_dsets(items, Unpaired(items[:2]), bs=len(bs_list[0][0]), device='cpu', **kw)
-
-def nets(seed=1, ch=(3, 3)):
-    torch.manual_seed(seed)
-    a, b = ch
-    return (ResnetGenerator(a, b, ngf=4, n_blocks=1), ResnetGenerator(b, a, ngf=4, n_blocks=1),
-            PatchDiscriminator(b, ndf=8, n_layers=2, norm='instance'), PatchDiscriminator(a, ndf=8, n_layers=2, norm='instance'))
-
-def state(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
-
-def assert_close(a, b, atol):
-    assert a.keys() == b.keys()
-    for k in a: torch.testing.assert_close(a[k], b[k], atol=atol, rtol=0, msg=lambda m: f'{k}: {m}')
+def batches(n=3, bs=2, size=16, seed=0, ch=(3, 3)): return rand_batches(n, bs, size, *ch, seed=seed)
 
 
 # --- the image pool
@@ -199,13 +182,7 @@ def test_paired_batches_and_a_foreign_loss_are_clear_errors():
 
 # --- exact resume with full pools
 
-def resume_learner(path, seed=0, cbs=None):
-    set_seed(seed)
-    dls = unpaired_resume_dls()
-    GA, GB, DA, DB = nets(seed)
-    return cyclegan_learner(dls, GA, GB, DA, DB, pool_size=3, cbs=cbs, path=path)
-
-from interrupting import Interrupt, run_gan as run
+from helpers import Interrupt, run_gan as run
 
 def test_interrupt_and_resume_with_full_pools_is_bitwise_identical(tmp_path):
     ref = resume_learner(tmp_path/'ref')

@@ -8,6 +8,7 @@ from gan_callbacks.distributed import launch
 from gan_callbacks.checkpoint import load_checkpoint
 sys.path.insert(0, str(Path(__file__).parent))
 from distrib_worker import make_learner, make_cyclegan, make_cut, items, nets, trainer, tiny_d, LR
+from helpers import fit as quiet
 
 WORKER = str(Path(__file__).parent/'distrib_worker.py')
 
@@ -28,10 +29,7 @@ def global_batches(bs=2, world=2):
     it = items(); n = len(it) // world   # `DistributedDL` gives rank r the r-th contiguous slice of the epoch
     return [x for k in range(0, n, bs) for r in range(world) for x in it[r*n + k: r*n + k + bs]]
 
-def fit(learn, n):
-    with warnings.catch_warnings(), learn.no_bar(), learn.no_logging():
-        warnings.simplefilter('ignore')
-        learn.fit(n, LR)
+def fit(learn, n): quiet(learn, n, LR, warn=False)
 
 @pytest.fixture(scope='module', autouse=True)
 def one_thread():

@@ -7,7 +7,7 @@ from fastai.callback.tracker import SaveModelCallback
 from gan_callbacks.ema import GeneratorEMA, ema_beta, ema_update
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
 from gan_callbacks.cyclegan import CycleGANTrainer
-from test_pix2pix import batches, make_dls, nets, fit, state
+from helpers import batches, paired_dls as make_dls, pix2pix_nets as nets, fit, state
 
 class Steps(Callback):
     "The generator's weights after each training batch (once every callback before it ran) and those validation sees"
@@ -82,8 +82,7 @@ def test_skip_keeps_the_average():
 
 def test_checkpoint_resume_is_exact(tmp_path):
     "Interrupted and resumed from a `GANCheckpoint`: the same average as without the interruption"
-    from test_checkpoint import make_learner, run
-    from interrupting import Interrupt
+    from helpers import make_learner, quiet_fit as run, Interrupt
     from gan_callbacks.checkpoint import GANCheckpoint
     ref = make_learner(tmp_path/'ref', cbs=[ref_ema := GeneratorEMA(ema_kimg=0.02, ema_rampup=0.5)])
     run(ref)
@@ -120,7 +119,7 @@ def test_crash_in_validation_puts_weights_back_at_next_fit():
     for a, p in zip(trained, learn.model.parameters()): assert torch.equal(a, p)   # ...and back
 
 def test_cyclegan_both_generators_averaged(tmp_path):
-    from test_cyclegan import resume_learner
+    from helpers import cyclegan_resume_learner as resume_learner
     learn = resume_learner(tmp_path, cbs=[ema := GeneratorEMA(ema_kimg=0.01)])
     fit(learn, 1, 2e-4)
     assert len(ema.averages) == len(list(learn.model.parameters()))

@@ -6,7 +6,7 @@ from fastai.callback.progress import CSVLogger
 import fastai.callback.schedule  # Learner.lr_find
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import pix2pix_learner
-from test_pix2pix import batches, make_dls
+from helpers import batches, paired_dls as make_dls, pix2pix_on, tiny_cyclegan
 
 
 def tiny_pix2pix(n=2, **kw):
@@ -42,12 +42,6 @@ from gan_callbacks.samples import sample_pairs, sample_unpaired
 from gan_callbacks.models import ResnetGenerator
 from gan_callbacks.cyclegan import cyclegan_learner
 
-@pytest.fixture(scope='module')
-def pairs(tmp_path_factory): return sample_pairs(tmp_path_factory.mktemp('p')/'pairs', n_train=4, n_valid=2, size=32)
-
-@pytest.fixture(scope='module')
-def unpaired(tmp_path_factory): return sample_unpaired(tmp_path_factory.mktemp('u')/'unpaired', n_train=4, n_test=2, size=32)
-
 def red_blue(fn, w=64, h=32):
     "A `w` x `h` image, left half red, right half blue"
     im = Image.new('RGB', (w, h), (255, 0, 0)); im.paste((0, 0, 255), (w // 2, 0, w, h)); im.save(fn)
@@ -58,11 +52,6 @@ def seen_by(model):
     seen = []
     model.register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
     return seen
-
-def pix2pix_on(path, **kw):
-    dls = Pix2pixDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, device='cpu')
-    torch.manual_seed(0)
-    return pix2pix_learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2), **kw)
 
 def test_pix2pix_predict_translates_a_whole_file_at_its_own_size(pairs, tmp_path):
     learn = pix2pix_on(pairs)
@@ -117,13 +106,6 @@ def test_imageblock_targets_are_caught_at_the_first_batch(pairs):
     with warnings.catch_warnings():
         warnings.simplefilter('error', UserWarning)
         with contextlib.redirect_stdout(io.StringIO()): mk(dls(Normalize.from_stats(0.5, 0.5))).fit(1, 1e-3)   # [-1, 1]: no word
-
-def tiny_cyclegan(path):
-    dls = UnpairedDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, device='cpu')
-    torch.manual_seed(0)
-    g = lambda: ResnetGenerator(3, 3, ngf=4, n_blocks=1)
-    d = lambda: PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance')
-    return cyclegan_learner(dls, g(), g(), d(), d(), pool_size=2)
 
 def test_cyclegan_get_preds_and_show_results(unpaired):
     learn = tiny_cyclegan(unpaired)

@@ -11,11 +11,9 @@ from gan_callbacks.interop import export_generator, load_generator, read_generat
 from gan_callbacks.model_folder import write_model_folder
 from gan_callbacks.inference import run_generator
 from gan_callbacks.state_dicts import InteropError
+from helpers import run_cli as run
 
 
-def run(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 @pytest.fixture(scope='module')
 def trained(tmp_path_factory):

@@ -12,20 +12,15 @@ from gan_callbacks.optim import pix2pix_adam, linear_decay_schedule
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_schedule
 
 
-def make_dls(n=8, bs=4, size=32):
-    g = torch.Generator().manual_seed(0)
-    A = torch.rand(n, 3, size, size, generator=g) * 2 - 1
-    items = list(zip(A, -A.flip(-2)))
-    return DataLoaders.from_dsets(items, items[:4], bs=bs, device='cpu')
+from helpers import mirror_dls, fit, state as sd, assert_same
+
+def make_dls(n=8, bs=4, size=32): return mirror_dls(n, bs, size)
 
 def learner(opt_func=None, D=True, **kw):
     set_seed(0)
     G = UnetGenerator(num_downs=5, ngf=8)
     extra = {} if opt_func is None else dict(opt_func=opt_func)
     return Learner(make_dls(), G, loss_func=L1LossFlat(), cbs=Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2) if D else None, **kw), **extra)
-
-def fit(learn, n=1):
-    with learn.no_bar(), learn.no_logging(): learn.fit(n, 1e-3)
 
 def opt_warnings(rec): return [w for w in rec if 'pix2pix_adam' in str(w.message)]
 
@@ -45,18 +40,6 @@ def test_fastai_default_adam_warns_once_naming_the_fix():
     assert not opt_warnings(rec)
     with pytest.warns(UserWarning, match=r'the discriminators train with .*d_opt_func=pix2pix_adam'): fit(learner(pix2pix_adam, d_opt_func=Adam))
 
-
-def sd(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
-
-def assert_same(a, b):
-    if isinstance(a, torch.Tensor): assert torch.equal(a, b); return
-    if isinstance(a, dict):
-        assert a.keys() == b.keys()
-        for k in a: assert_same(a[k], b[k])
-    elif isinstance(a, (list, tuple)):
-        assert len(a) == len(b)
-        for x, y in zip(a, b): assert_same(x, y)
-    else: assert a == b
 
 @pytest.mark.parametrize('opt_func', [pix2pix_adam, Adam])
 def test_lr_find_leaves_the_discriminator_and_its_optimizer_bitwise_alone(tmp_path, opt_func):

@@ -6,9 +6,9 @@ from PIL import Image
 from gan_callbacks.models import UnetGenerator, ResnetGenerator, PatchDiscriminator
 from gan_callbacks.interop import load_generator, read_generator, export_reference, export_onnx, check_onnx, reference_options
 from gan_callbacks.state_dicts import InteropError
-from gan_callbacks.checkpoint import _FORMAT
 from gan_callbacks.cli import main
 from gan_callbacks.inference import from_pil, to_pil
+from helpers import run_cli as run
 
 # --- reference-layout state dicts, written from the reference's published key layout ----------------------------------
 # (`UnetSkipConnectionBlock`s nested at index 1 of the outermost block and 3 of the others; `ResnetGenerator` one flat
@@ -110,9 +110,6 @@ def test_in_out_channels_and_dropout_read_from_the_keys(tmp_path):
 
 # --- translate with such files -------------------------------------------------------------------------------------
 
-def run(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 def pixels(im): return np.asarray(im)
 
@@ -184,7 +181,7 @@ def test_round_trip_through_the_reference_format_is_exact(make, tmp_path):
 
 def test_export_command_reference_from_a_checkpoint(tmp_path, capsys):
     G = UnetGenerator(num_downs=7, ngf=4)
-    torch.save(dict(format=_FORMAT, epoch=3, model=G.state_dict(), opt={}), tmp_path/'gan_epoch3.pth')
+    torch.save(dict(format='gan_callbacks.checkpoint/1', epoch=3, model=G.state_dict(), opt={}), tmp_path/'gan_epoch3.pth')
     assert run(['export', '--model', tmp_path/'gan_epoch3.pth', '--format', 'reference', '--out', tmp_path/'r'/'latest_net_G.pth']) == 0
     assert '--netG unet_128 --ngf 4 --norm batch --input_nc 3 --output_nc 3' in capsys.readouterr().out
     sd = torch.load(tmp_path/'r'/'latest_net_G.pth', weights_only=True)

@@ -5,8 +5,7 @@ from fastai.basics import Learner
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from gan_callbacks.loggers import TensorBoardGAN, WandbGAN
 from gan_callbacks.cli import main
-from test_fastai_tools import pairs, unpaired, pix2pix_on, tiny_cyclegan
-from test_pix2pix import HostReads, batches, make_dls, nets
+from helpers import pix2pix_on, tiny_cyclegan, HostReads, batches, paired_dls as make_dls, pix2pix_nets as nets, run_cli
 from gan_callbacks.pix2pix import pix2pix_learner
 
 quiet = lambda: contextlib.redirect_stdout(io.StringIO())
@@ -90,10 +89,6 @@ def test_wandb_offline_run(unpaired, tmp_path, monkeypatch):
 
 
 # --- the command line
-
-def run_cli(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 def test_cli_help_version_and_description(capsys):
     assert run_cli(['--version']) == 0

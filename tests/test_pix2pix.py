@@ -1,5 +1,6 @@
 "Pix2pixTrainer against a plain PyTorch pix2pix loop, and the trainer's contract with fastai."
-import contextlib, io, os, sys
+import contextlib, io
+from functools import partial
 from copy import deepcopy
 import pytest, torch
 from torch import nn
@@ -11,29 +12,9 @@ from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.guard import NonFiniteGuard
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError, \
     SyncFreeProgressCallback
+from helpers import batches, paired_dls as make_dls, pix2pix_nets as nets, fit, state, assert_close as assert_states_close, HostReads
 
-
-def batches(n=3, bs=2, size=32, cin=3, cout=3, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    return [(torch.rand(bs, cin, size, size, generator=g)*2-1, torch.rand(bs, cout, size, size, generator=g)*2-1) for _ in range(n)]
-
-def make_dls(bs_list, valid=None):
-    items = [(a, b) for A, B in bs_list for a, b in zip(A, B)]
-    v = valid or items[:2]
-    return DataLoaders.from_dsets(items, v, bs=len(bs_list[0][0]), shuffle=False, device='cpu')
-
-def nets(cin=3, cout=3, dropout=False):
-    torch.manual_seed(1)
-    return UnetGenerator(cin, cout, num_downs=5, ngf=8, use_dropout=dropout), PatchDiscriminator(cin+cout, ndf=8, n_layers=2)
-
-def fit(learn, n, lr, **kw):
-    with learn.no_bar(), learn.no_logging(): learn.fit(n, lr, **kw)
-
-def state(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
-
-def assert_close(a, b, atol, rtol=0):
-    assert a.keys() == b.keys()
-    for k in a: torch.testing.assert_close(a[k].float(), b[k].float(), atol=atol, rtol=rtol, msg=lambda m: f'{k}: {m}')
+assert_close = partial(assert_states_close, dtype=torch.float)   # mixed-precision states too
 
 
 def gan_ref(mode, pred, real, for_d=True):
@@ -394,28 +375,6 @@ def test_compile_option_same_training_and_pickling():
     assert G._compiled_call_impl is None
     assert_close(state(G), state(comp.model), atol=0)
 
-
-class HostReads:
-    "Counts the calls that copy a tensor's value to the host (a sync on CUDA), by whether the library made them"
-    names = ('item', 'tolist', 'cpu', 'numpy', '__bool__', '__float__', '__int__', '__format__')
-    def __enter__(self):
-        self.n, self.depth = {'library': 0, 'other': 0}, 0
-        self.saved = {k: (k in torch.Tensor.__dict__, getattr(torch.Tensor, k)) for k in self.names}
-        for k, (_, f) in self.saved.items(): setattr(torch.Tensor, k, self._counted(f))
-        return self
-    def _counted(self, f):
-        def g(*args, **kwargs):
-            if self.depth == 0:   # not the inner call of fastai's tensor subclasses
-                caller = sys._getframe(1).f_code.co_filename
-                self.n['library' if f'{os.sep}gan_callbacks{os.sep}' in caller else 'other'] += 1
-            self.depth += 1
-            try: return f(*args, **kwargs)
-            finally: self.depth -= 1
-        return g
-    def __exit__(self, *exc):
-        for k, (own, f) in self.saved.items():
-            if own: setattr(torch.Tensor, k, f)
-            else: delattr(torch.Tensor, k)
 
 def _host_reads(n_batches, learner):
     G, D = nets()

@@ -85,7 +85,7 @@ def test_old_names_still_import():
     assert r is run_generator and eval_mode is test_time.eval_mode and test_modes is test_time.test_modes and g is generator_of
     assert generator.paper_test_mode is test_time.paper_test_mode
     from gan_callbacks import metrics, evaluation, runs, interrupts
-    assert metrics.evaluate is evaluation.evaluate and metrics.translate_all is evaluation.translate_all
+    assert everything.evaluate is evaluation.evaluate and everything.translate_all is evaluation.translate_all
     from gan_callbacks import inception
     assert metrics.FIDInception is inception.FIDInception and metrics.fid_inception is inception.fid_inception
     assert runs.Interrupted is interrupts.Interrupted and runs.run_ended is interrupts.run_ended

@@ -7,11 +7,9 @@ import skimage.data
 from gan_callbacks.models import UnetGenerator, ResnetGenerator
 from gan_callbacks.inference import run_tiled, run_padded, run_generator, tile_starts, blend_ramp, from_pil, to_pil
 from gan_callbacks.cli import main
+from helpers import run_cli as run
 
 
-def run(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 class Local(nn.Module):
     "Stride-1 convolutions: each output pixel sees `3 * k // 2` pixels around it"

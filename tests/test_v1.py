@@ -13,18 +13,7 @@ from gan_callbacks.v1 import (Callback, LearnerCallback, SmoothenValue, add_metr
                               V1Optimizer, V1OptimWrapper, V1Recorder, v1_learner)
 
 
-def synth_learner(n=32, bs=8, cbs=None, valid=True, model=None, **kwargs):
-    "Linear regression on synthetic data: 2 training and (if `valid`) 2 validation batches per epoch"
-    set_seed(0)
-    x = torch.randn(n, 1); y = 2*x + 1
-    dls = DataLoaders.from_dsets(list(zip(x[:n//2], y[:n//2])), list(zip(x[n//2:], y[n//2:])) if valid else [],
-                                 bs=bs, device='cpu')
-    learn = Learner(dls, model or nn.Linear(1, 1), loss_func=MSELossFlat(), cbs=cbs, **kwargs)
-    learn.recorder.silent = True
-    return learn
-
-def fit(learn, n=1, lr=0.1, **kwargs):
-    with learn.no_bar(): learn.fit(n, lr, **kwargs)
+from helpers import synth_learner, synth_fit as fit
 
 def clone(m): return [p.detach().clone() for p in m.parameters()]
 def changed(m, before): return any(not torch.equal(p, b) for p, b in zip(m.parameters(), before))

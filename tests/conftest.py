@@ -1,0 +1,14 @@
+"Fixtures the test modules share: small image datasets on disk, made once per module."
+import pytest
+from gan_callbacks.samples import sample_pairs, sample_unpaired
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    "8 training and 2 validation A|B pairs of 32 pixels"
+    return sample_pairs(tmp_path_factory.mktemp('home')/'sample', n_train=8, n_valid=2, size=32)
+
+@pytest.fixture(scope='module')
+def pairs(tmp_path_factory): return sample_pairs(tmp_path_factory.mktemp('p')/'pairs', n_train=4, n_valid=2, size=32)
+
+@pytest.fixture(scope='module')
+def unpaired(tmp_path_factory): return sample_unpaired(tmp_path_factory.mktemp('u')/'unpaired', n_train=4, n_test=2, size=32)
