@@ -401,7 +401,7 @@ def test_image_pool_matches_the_references():
 
 # --- niter_fix_global, exact resume, lr_find, precision, the VGG note
 
-from interrupting import Interrupt, RandFlip, run_gan
+from helpers import Interrupt, RandFlip, run_gan, run_cli as cli
 
 class Watch(Callback):
     "Which of G's parameters train in each epoch, and the optimizer's state size at each epoch's start"
@@ -538,11 +538,6 @@ def test_reference_files_and_model_folders_read_back(tmp_path):
 
 
 # --- the command line
-
-def cli(argv):
-    from gan_callbacks.cli import main
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
 
 def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
     from gan_callbacks.interop import load_generator
