@@ -253,3 +253,33 @@ def test_cut_predict_get_preds_and_show_results(unpaired):
     assert pred.shape == (3, 32, 32) and -1 <= pred.min() and pred.max() <= 1
     import matplotlib; matplotlib.use('Agg')
     with contextlib.redirect_stdout(io.StringIO()): learn.show_results(max_n=2)
+
+
+# --- CUT: predict at any size, TensorBoard's graph tracing
+
+def tiny_cut(path, mode='cut', **kw):
+    from gan_callbacks.cut import cut_learner
+    dls = UnpairedDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, valid='test', device='cpu')
+    torch.manual_seed(0)
+    G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    return cut_learner(dls, G, PatchDiscriminator(3, ndf=4, n_layers=1, norm='instance', antialias=True), mode=mode,
+                       trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=16), **kw)
+
+@pytest.mark.parametrize('mode', ['cut', 'fastcut'])
+def test_cut_predict_takes_any_size(unpaired, tmp_path, mode):
+    learn = tiny_cut(unpaired, mode)
+    seen = seen_by(learn.model)
+    dec, pred, raw = learn.predict(red_blue(tmp_path/'odd.png', w=53, h=37))
+    assert seen[-1].shape[-2:] == (36, 52) and dec.shape == pred.shape == (3, 37, 53)   # resized for G, and back
+    assert pred[0, :, :20].mean() != pred[0, :, -20:].mean()
+    dec, pred, _ = learn.predict(red_blue(tmp_path/'even.png', w=36, h=28))
+    assert seen[-1].shape[-2:] == (28, 36) and pred.shape == (3, 28, 36)   # a multiple of 4: as it is
+
+def test_cut_beside_fastais_tensorboard_callback(unpaired, tmp_path):
+    from fastai.callback.tensorboard import TensorBoardCallback
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    learn = tiny_cut(unpaired)
+    with contextlib.redirect_stdout(io.StringIO()), pytest.warns(UserWarning, match='trace_model switched off'):
+        learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'cut'))
+    ea = EventAccumulator(str(tmp_path/'cut')); ea.Reload()
+    assert {'train_loss', 'lr_0', 'nce', 'd_real'} <= set(ea.Tags()['scalars'])
