@@ -22,6 +22,7 @@ from .internals import predicting
 from .generator import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
+from .data import domain_channels
 
 _all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `generator`, `gan` and `progress`, used with pix2pix
 
@@ -111,13 +112,13 @@ def unet_depth(size:int, max_downs:int=8):
 
 def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, gan_mode:str='vanilla',
                     lambda_l1:float=100., opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size, PatchGAN D, Adam(0.5, 0.999), L1 as loss"
+    "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size and the data's channels, PatchGAN D, Adam(0.5, 0.999), L1 as loss"
     if generator is None:
         size = getattr(dls, 'crop_size', None) or dls.one_batch()[0].shape[-2:]
         depth = min(unet_depth(s) for s in L(size))
         if depth < 5: raise ValueError(f"pix2pix_learner's U-Net needs image sides divisible by 32 (2**5), got {size}: "
                                        "pick another crop size or pass a `generator`")
-        generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
+        generator = UnetGenerator(*domain_channels(dls, 'pix2pix_learner'), num_downs=depth)   # the data's channels: grayscale, RGB, ...
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 

@@ -283,3 +283,18 @@ def test_cut_beside_fastais_tensorboard_callback(unpaired, tmp_path):
         learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'cut'))
     ea = EventAccumulator(str(tmp_path/'cut')); ea.Reload()
     assert {'train_loss', 'lr_0', 'nce', 'd_real'} <= set(ea.Tags()['scalars'])
+
+
+# --- pix2pix_learner sizes G and D from the data's channels
+
+def test_pix2pix_learner_on_grayscale_datablock(pairs):
+    from fastai.vision.all import PILImageBW, Resize
+    blk = DataBlock(blocks=(ImageBlock(PILImageBW), ImageBlock(PILImageBW)), get_items=get_image_files, get_y=lambda f: f,
+                    splitter=RandomSplitter(0.25, seed=0), item_tfms=Resize(32), batch_tfms=Normalize.from_stats(0.5, 0.5))
+    dls = blk.dataloaders(pairs/'train', bs=2, device='cpu')
+    learn = pix2pix_learner(dls)
+    assert (learn.model.in_ch, learn.model.out_ch) == (1, 1)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    assert learn.pix2pix_trainer.discriminator.in_ch == 2
+    dec, pred, _ = learn.predict(pairs/'val'/'0000.png')
+    assert pred.shape == (1, 32, 32)
