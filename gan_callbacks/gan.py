@@ -10,9 +10,10 @@ from fastcore.basics import store_attr, first
 from fastcore.foundation import L
 from fastai.callback.core import Callback
 from fastai.optimizer import Adam
+from fastai.learner import Learner
 from .core import StateDictCallback, HeldContexts, skip_update
 from .generator import paper_test_mode
-from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config
+from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config, become
 from .distributed import DistributedGAN
 from .steps import step, follow_schedule, learner_device
 from .precision import FitPrecision, speed_up, to_channels_last
@@ -47,12 +48,23 @@ def _bring_distributed_gan(learn):
     learn.add_cb(cb)
     return cb
 
+def _bring_learner_class(learn, cls, warn:bool=False):
+    "Make a plain `Learner` an instance of `cls` (`AdversarialLearner`, which adds methods only); `warn` when `learn` is of another class"
+    if cls is None or isinstance(learn, cls): return
+    if type(learn) is Learner: become(learn, cls)
+    elif warn: warnings.warn(f"{type(learn).__name__} is not a {cls.__name__}: its `save` and `load` keep the generator only, "
+                             f"not the discriminators (derive it from `{cls.__name__}`)", stacklevel=3)
+
 class FastaiEvents(Callback):
-    "The fastai events a GAN trainer needs beside its v1 ones: `DistributedGAN` beside it, fastai's smoothed losses to the host once per epoch"
-    def after_create(self): _bring_distributed_gan(self.learn)
+    "The fastai events a GAN trainer needs beside its v1 ones: `DistributedGAN` beside it, a plain `Learner` made an `AdversarialLearner`, fastai's smoothed losses to the host once per epoch"
+    learner_class = None   # what a plain `Learner` becomes, for `save` and `load` that keep the discriminators: `AdversarialLearner`, set where it is defined
+    def after_create(self):
+        _bring_distributed_gan(self.learn)
+        _bring_learner_class(self.learn, self.learner_class, warn=True)
     def before_fit(self):
         "Added after the Learner was made: `DistributedGAN` joins now, and sets up before fastai's `DistributedTrainer` does"
         if (cb := _bring_distributed_gan(self.learn)) is not None: cb('before_fit')
+        _bring_learner_class(self.learn, self.learner_class)
         mend_wandb_config()   # fastai's `WandbCallback` (order 51) can log its config beside us
         super().before_fit()
     def after_train(self):

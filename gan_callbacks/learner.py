@@ -13,7 +13,7 @@ from fastcore.xtras import join_path_file
 from fastai.learner import Learner
 from fastai.torch_core import rank_distrib, distrib_barrier
 import fastai.callback.hook   # `Learner.summary`
-from .gan import find_trainer
+from .gan import find_trainer, FastaiEvents
 from .distributed import unwrap, DistributedGAN
 from .progress import sync_free_bar
 
@@ -84,6 +84,8 @@ def _layers(m):
     rows = [r for r in rows if r[1]]
     return (f"{type(m).__name__}\n" + '\n'.join(f"{n:<20} {p:<10,}" for n, p in rows) +
             f"\nTotal params: {sum(p.numel() for p in m.parameters()):,}")
+
+FastaiEvents.learner_class = AdversarialLearner   # a plain `Learner` with a trainer becomes one, at its creation or its next fit
 
 
 # %% ../nbs/04d_learner.ipynb #99b35ca0

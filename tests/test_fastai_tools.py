@@ -298,3 +298,33 @@ def test_pix2pix_learner_on_grayscale_datablock(pairs):
     assert learn.pix2pix_trainer.discriminator.in_ch == 2
     dec, pred, _ = learn.predict(pairs/'val'/'0000.png')
     assert pred.shape == (1, 32, 32)
+
+
+# --- a plain Learner with a trainer saves and loads the discriminators
+
+def test_plain_learner_with_a_trainer_keeps_the_discriminator(pairs, tmp_path):
+    from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
+    dls = Pix2pixDataLoaders.from_folder(pairs, load_size=32, crop_size=32, bs=2, device='cpu')
+    def plain(seed):
+        torch.manual_seed(seed)
+        G, D = UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2)
+        return Learner(dls, G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=[Pix2pixTrainer(D)], path=tmp_path)
+    learn = plain(0)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    learn.save('m')
+    learn2 = plain(1)
+    D, D2 = learn.pix2pix_trainer.discriminator, learn2.pix2pix_trainer.discriminator
+    assert not _same(D2.state_dict(), D.state_dict())
+    learn2.load('m')
+    assert _same(D2.state_dict(), D.state_dict()) and _same(learn2.model.state_dict(), learn.model.state_dict())
+    assert _same(learn2.pix2pix_trainer.d_opt.state_dict(), learn.pix2pix_trainer.d_opt.state_dict())
+    # a trainer added to a Learner after it was made: from its next fit on
+    learn3 = Learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), opt_func=pix2pix_adam, path=tmp_path)
+    learn3.add_cb(Pix2pixTrainer(PatchDiscriminator(6, ndf=4, n_layers=2)))
+    with contextlib.redirect_stdout(io.StringIO()): learn3.fit(1, 1e-3)
+    learn3.load('m')
+    assert _same(learn3.pix2pix_trainer.discriminator.state_dict(), D.state_dict())
+    # a Learner of another class: a word, not a silent loss
+    class MyLearner(Learner): pass
+    with pytest.warns(UserWarning, match='keep the generator only'):
+        MyLearner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), cbs=[Pix2pixTrainer()])
