@@ -15,7 +15,7 @@ from .losses import GANLoss, PatchNCELoss
 from .optim import pix2pix_adam
 from .gan import AdversarialTrainer
 from .guard import norm_stats, restore_if
-from .steps import step, follow_schedule, learner_device, state_or_none
+from .steps import follow_schedule, learner_device, state_or_none
 from .internals import in_lr_find, predicting, is_tensorboard_callback
 from .generator import to_multiple, from_multiple
 from .learner import gan_learner
@@ -127,7 +127,7 @@ class CUTTrainer(AdversarialTrainer):
         (real_A, real_B), D = last_target, self.discriminator
         fake_B, idt_B = last_output[:len(real_A)], last_output[len(real_A):]
         d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
-        self.d_requires_grad(True); self.d_opt.zero_grad()
+        self.d_requires_grad(True); self.d_zero_grad()
         with self.autocast():
             d_fake, d_real = self.gan_loss(D(fake_B.detach()), False), self.gan_loss(D(real_B), True)
         d_bad = self.step_d(0.5 * (d_fake + d_real))
@@ -168,10 +168,11 @@ class CUTTrainer(AdversarialTrainer):
     def step_g(self, loss):
         "Backward `loss` and step G (the Learner's optimizer) and F (`f_opt`, at this batch's lr, mom and wd) together"
         if self.f_opt is None: return super().step_g(loss)
-        self.f_opt.zero_grad()   # G's gradients were freed before the forward
+        if self.accumulation.first: self.f_opt.zero_grad()   # G's gradients were freed before the forward
         follow_schedule(self.f_opt, self.learn)
         params = self.listed('gf', lambda: self.g_params() + list(self.sampler.parameters()))
-        return step(loss, [self.learn.opt, self.f_opt], params, self.precision.scaler('g'), self.clip_g, self.check_grads)
+        clip, norm_type = self.g_clip()
+        return self.accumulation.step('g', loss, [self.learn.opt, self.f_opt], params, self.precision.scaler('g'), clip, self.check_grads, norm_type)
 
     def state_dict(self):
         "`AdversarialTrainer`'s state, F (its MLPs included) and F's optimizer"

@@ -62,6 +62,9 @@ class Pix2pixTrainer(AdversarialTrainer):
         "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
         self._range_checked = False
         super().on_train_begin(**kwargs)
+        if self.n_critic > 1 and self.accumulation.active:
+            raise ValueError(f"Pix2pixTrainer cannot accumulate gradients (fastai's GradientAccumulation) over n_critic={self.n_critic} "
+                             "discriminator updates per batch: use n_critic=1 or remove GradientAccumulation")
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "Check that D takes A and B together (and, once a fit, the targets' range); in `get_preds`, G takes any size; then autocast"
@@ -89,7 +92,7 @@ class Pix2pixTrainer(AdversarialTrainer):
         d_stats, d_bad = norm_stats(D), False   # copies, to undo the iteration should it be skipped
         self.d_requires_grad(True)
         for _ in range(self.n_critic):
-            self.d_opt.zero_grad()
+            self.d_zero_grad()
             with self.autocast():
                 d_fake = self.gan_loss(D(torch.cat([A, fake.detach()], 1)), False)
                 d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)

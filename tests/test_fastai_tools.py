@@ -328,3 +328,83 @@ def test_plain_learner_with_a_trainer_keeps_the_discriminator(pairs, tmp_path):
     class MyLearner(Learner): pass
     with pytest.warns(UserWarning, match='keep the generator only'):
         MyLearner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), cbs=[Pix2pixTrainer()])
+
+
+# --- fastai's GradientAccumulation and GradientClip act on the trainers' own updates
+
+from fastai.basics import DataLoaders
+from fastai.callback.training import GradientAccumulation, GradientClip
+from gan_callbacks.cut import cut_learner
+from gan_callbacks.models import PatchSampleF
+from fastai.optimizer import SGD
+from interrupting import Unpaired
+
+KINDS = ['pix2pix', 'cyclegan', 'cut']
+
+def tiny(kind, bs=2, d_lr_mult=1., seed=1, **kw):
+    "A tiny learner of `kind` on 4 items, without batch statistics (instance norm or none), dropout, pools or random patches"
+    g = torch.Generator().manual_seed(0)
+    size = 32 if kind == 'pix2pix' else 16
+    items = [(torch.rand(3, size, size, generator=g)*2-1, torch.rand(3, size, size, generator=g)*2-1) for _ in range(4)]
+    if kind != 'pix2pix': items = Unpaired(items)
+    dls = DataLoaders.from_dsets(items, items[:2] if kind == 'pix2pix' else Unpaired(items[:2]), bs=bs, shuffle=False, device='cpu')
+    tk = dict(d_lr_mult=d_lr_mult, **kw.pop('trainer_kwargs', {}))
+    torch.manual_seed(seed)
+    if kind == 'pix2pix':
+        return pix2pix_learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4, norm='none', use_dropout=False),
+                               PatchDiscriminator(6, ndf=4, n_layers=2, norm='instance'), trainer_kwargs=tk, **kw)
+    if kind == 'cyclegan':
+        G, D = lambda: ResnetGenerator(3, 3, ngf=4, n_blocks=1), lambda: PatchDiscriminator(3, ndf=4, n_layers=2, norm='instance')
+        return cyclegan_learner(dls, G(), G(), D(), D(), pool_size=0, trainer_kwargs=tk, **kw)
+    G = ResnetGenerator(ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    D = PatchDiscriminator(3, ndf=4, n_layers=2, norm='instance', antialias=True)
+    Fs = PatchSampleF(nc=16).create_mlp([3, 8, 16, 16])
+    return cut_learner(dls, G, D, Fs, trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=512, **tk), **kw)   # every location
+
+def quiet_fit(learn, n=1, lr=1e-3, **kw):
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter('ignore'); learn.fit(n, lr, **kw)
+
+def trainer(learn):
+    from gan_callbacks.gan import find_trainer
+    return find_trainer(learn)
+
+def assert_states_close(a, b, atol=1e-4):   # two SGD steps at lr 0.1 move weights by 0.3; skipping accumulation, by 1
+    assert a.keys() == b.keys()
+    for k in a: torch.testing.assert_close(a[k], b[k], atol=atol, rtol=1e-5, msg=lambda m: f'{k}: {m}')
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_gradient_accumulation_makes_the_updates_of_the_big_batch(kind):
+    "n_acc=4 at bs=2 updates G and D as bs=4 does. pix2pix and CUT update D first: G's earlier batches see D before its update, so G is compared with D held still, D after one update"
+    for d_lr_mult in ((1.,) if kind == 'cyclegan' else (1., 0.)):
+        # SGD: Adam would blow up the float noise of gradients that are zero in theory (a bias before an instance norm)
+        big, acc = (tiny(kind, bs=bs, d_lr_mult=d_lr_mult, opt_func=SGD) for bs in (4, 2))
+        g0 = {k: v.clone() for k, v in big.model.state_dict().items()}
+        n = 2 if kind == 'cyclegan' or d_lr_mult == 0 else 1   # epochs, one update each
+        quiet_fit(big, n, 0.1); quiet_fit(acc, n, 0.1, cbs=GradientAccumulation(4))
+        tb, ta = trainer(big), trainer(acc)
+        assert len(ta.hist) == 2 * len(tb.hist) == 2 * n   # a row per batch
+        for k in tb.d_names: assert_states_close(getattr(ta, k).state_dict(), getattr(tb, k).state_dict())
+        if kind == 'cyclegan' or d_lr_mult == 0:
+            assert not torch.allclose(big.model.state_dict()[next(iter(g0))], g0[next(iter(g0))])   # G did move
+            assert_states_close(acc.model.state_dict(), big.model.state_dict())
+            if kind == 'cut': assert_states_close(ta.sampler.state_dict(), tb.sampler.state_dict())
+    # the columns show each batch's losses, not the scaled ones: the mean of two halves is the whole
+    i = list(tb.cols).index('g_l1' if kind == 'pix2pix' else 'cycle_a' if kind == 'cyclegan' else 'nce')
+    big, acc = tiny(kind, bs=4), tiny(kind, bs=2)
+    quiet_fit(big); quiet_fit(acc, cbs=GradientAccumulation(4))
+    torch.testing.assert_close(trainer(acc).hist[1][i], trainer(big).hist[0][i], rtol=0.02, atol=0)
+
+def test_gradient_accumulation_with_several_critic_updates_is_refused():
+    learn = tiny('pix2pix', trainer_kwargs=dict(n_critic=2))
+    with pytest.raises(ValueError, match='n_critic=2'): quiet_fit(learn, cbs=GradientAccumulation(4))
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_gradient_clip_holds_the_generator(kind):
+    "fastai's `GradientClip(1e-12)` keeps G (the Learner's model) where it was, as for any Learner; D is clipped by `clip_d` only"
+    learn = tiny(kind)
+    g0 = {k: v.clone() for k, v in learn.model.state_dict().items()}
+    quiet_fit(learn, cbs=GradientClip(1e-12))
+    free = tiny(kind); quiet_fit(free)
+    moved = lambda m: max((m.state_dict()[k] - g0[k]).abs().max().item() for k in g0)
+    assert moved(learn.model) < 1e-3 * moved(free.model)
