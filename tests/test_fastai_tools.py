@@ -408,3 +408,107 @@ def test_gradient_clip_holds_the_generator(kind):
     free = tiny(kind); quiet_fit(free)
     moved = lambda m: max((m.state_dict()[k] - g0[k]).abs().max().item() for k in g0)
     assert moved(learn.model) < 1e-3 * moved(free.model)
+
+
+# --- fastai's own training callbacks beside each trainer, and their effect
+# (GradientAccumulation and GradientClip: the tests above)
+
+def g_col(kind): return {'pix2pix': 'g_l1', 'cyclegan': 'cycle_a', 'cut': 'nce'}[kind]
+
+def col(learn, name):
+    "The values of column `name` in the Recorder, one per epoch"
+    names = list(learn.recorder.metric_names[1:-1])
+    return [v[names.index(name)] for v in learn.recorder.values]
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_mixed_precision_beside_the_trainers(kind):
+    "`to_bf16`: G and D run in bfloat16, and train; `to_fp16` on the CPU: a clear refusal (fp16 needs CUDA here)"
+    learn = tiny(kind).to_bf16()
+    t, seen = trainer(learn), []
+    G, D = learn.model.g_a if kind == 'cyclegan' else learn.model, getattr(t, t.d_names[0])
+    for m in (G, D): m.register_forward_hook(lambda m, i, o: seen.append((m, o.dtype)) if torch.is_tensor(o) and m.training else None)
+    g0 = {k: v.clone() for k, v in learn.model.state_dict().items()}
+    quiet_fit(learn)
+    assert {m for m, _ in seen} == {G, D} and all(d == torch.bfloat16 for _, d in seen)
+    assert t.precision.dtype == torch.bfloat16 and not t.precision.scalers
+    assert any(not torch.equal(v, g0[k]) for k, v in learn.model.state_dict().items())
+    assert all(v.isfinite().all() for v in learn.model.state_dict().values())
+    with pytest.raises(ValueError, match=r'fp16 mixed precision needs a CUDA device.*to_bf16'): quiet_fit(tiny(kind).to_fp16())
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_show_graph_callback_beside_the_trainers(kind):
+    from fastai.callback.progress import ShowGraphCallback
+    graphs = []
+    class Graphs(Callback):
+        "Keeps what is drawn: outside a notebook, the bar's `update_graph` draws nothing"
+        order = 61   # after the bar made its `mbar`
+        def before_fit(self): self.learn.progress.mbar.update_graph = lambda g, *a, **k: graphs.append(g)
+    learn = tiny(kind)
+    quiet_fit(learn, 2, cbs=[ShowGraphCallback(), Graphs()])
+    assert len(graphs) == 2   # once per epoch
+    (iters, losses), (ends, val_losses) = graphs[-1]
+    assert len(losses) == 2 * len(learn.dls.train) and ends == [2, 4] and len(val_losses) == 2
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_save_model_callback_keeps_the_discriminators(kind, tmp_path):
+    from fastai.callback.tracker import SaveModelCallback
+    learn = tiny(kind, path=tmp_path)
+    quiet_fit(learn, 2, cbs=SaveModelCallback(monitor=g_col(kind), fname='best', with_opt=True))
+    assert (tmp_path/'models'/'best.pth').exists()
+    t, learn2 = trainer(learn), tiny(kind, path=tmp_path, seed=5)
+    t2 = trainer(learn2)
+    learn2.load('best')
+    for k in t.d_names: assert _same(getattr(t2, k).state_dict(), getattr(t, k).state_dict())
+    assert _same(learn2.model.state_dict(), learn.model.state_dict()) and _same(t2.d_opt.state_dict(), t.d_opt.state_dict())
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_early_stopping_callback_beside_the_trainers(kind):
+    from fastai.callback.tracker import EarlyStoppingCallback
+    learn = tiny(kind)
+    quiet_fit(learn, 5, cbs=EarlyStoppingCallback(monitor=g_col(kind), min_delta=1e9, patience=0))   # nothing is enough of a gain
+    assert len(learn.recorder.values) == 2 and len(trainer(learn).hist) == 2 * len(learn.dls.train)
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_reduce_lr_on_plateau_lowers_g_and_d_rates(kind):
+    from fastai.callback.tracker import ReduceLROnPlateau
+    learn = tiny(kind)
+    quiet_fit(learn, 3, 1e-3, cbs=ReduceLROnPlateau(monitor=g_col(kind), min_delta=1e9, patience=0, factor=10))
+    assert learn.opt.hypers[-1]['lr'] == pytest.approx(1e-5)   # lowered after epochs 1 and 2
+    assert trainer(learn).d_opt.hypers[0]['lr'] == pytest.approx(1e-4)   # D followed in epoch 2
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_csv_logger_writes_the_trainers_columns(kind, tmp_path):
+    import csv
+    learn = tiny(kind, path=tmp_path)
+    quiet_fit(learn, 2, cbs=CSVLogger())
+    rows = list(csv.DictReader(open(tmp_path/'history.csv')))
+    assert len(rows) == 2 and set(trainer(learn).cols) <= set(rows[0])
+    assert [float(r[g_col(kind)]) for r in rows] == pytest.approx(col(learn, g_col(kind)), rel=1e-5)
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_tensorboard_callback_writes_the_trainers_columns(kind, tmp_path):
+    from fastai.callback.tensorboard import TensorBoardCallback
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    learn = tiny(kind)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always'); learn.fit(2, 1e-3, cbs=TensorBoardCallback(tmp_path/'tb', log_preds=False))   # tensors, no images to show
+    ea = EventAccumulator(str(tmp_path/'tb')); ea.Reload()
+    assert {'train_loss', 'valid_loss', 'lr_0', *trainer(learn).cols} <= set(ea.Tags()['scalars'])
+    assert [e.value for e in ea.Scalars(g_col(kind))] == pytest.approx(col(learn, g_col(kind)), rel=1e-5)
+    traced = kind == 'pix2pix'   # one model input: fastai traces the graph; two: the trainer switches tracing off, with a word
+    assert ea.Tags()['graph'] == traced and any('trace_model switched off' in str(x.message) for x in w) != traced
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_wandb_callback_logs_the_trainers_columns(kind, tmp_path, monkeypatch):
+    import wandb
+    from fastai.callback.wandb import WandbCallback
+    from test_loggers import _wandb_rows
+    monkeypatch.setenv('WANDB_MODE', 'offline'); monkeypatch.setenv('WANDB_SILENT', 'true')
+    learn = tiny(kind)
+    run = wandb.init(project='gan_callbacks_test', dir=str(tmp_path))
+    try: quiet_fit(learn, 2, cbs=WandbCallback(log_preds=False))
+    finally: wandb.finish()
+    rows = _wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
+    logged = [r[g_col(kind)] for r in rows if g_col(kind) in r]
+    assert logged == pytest.approx(col(learn, g_col(kind)), rel=1e-5)   # once per epoch, the Recorder's values
+    assert any('raw_loss' in r for r in rows)   # and fastai's per-batch losses
