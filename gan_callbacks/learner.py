@@ -50,10 +50,15 @@ class AdversarialLearner(Learner):
         unwrap(self.model).load_state_dict(state['model'], strict=strict)
         if with_opt and 'opt' in state: self.opt.load_state_dict(state['opt'])
         gan = state['gan']
-        if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
-        else:
-            for k, D in t.setup_discriminators(gan['d_in_ch']).items():
-                if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
+        try:
+            if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
+            else:
+                for k, D in t.setup_discriminators(gan['d_in_ch']).items():
+                    if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
+        except RuntimeError as e:
+            if 'loading state_dict' not in str(e): raise
+            raise ValueError(f"{fn}: its discriminators do not fit those of {type(t).__name__} ({', '.join(t.d_names)}, built for the data "
+                             f"when not given): give the trainer discriminators of the saved architecture") from None
         return self
 
     def summary(self):

@@ -324,6 +324,9 @@ def test_plain_learner_with_a_trainer_keeps_the_discriminator(pairs, tmp_path):
     with contextlib.redirect_stdout(io.StringIO()): learn3.fit(1, 1e-3)
     learn3.load('m')
     assert _same(learn3.pix2pix_trainer.discriminator.state_dict(), D.state_dict())
+    # a trainer without D builds one for the data: a saved D of another architecture is a clear error
+    learn5 = Learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=[Pix2pixTrainer()], path=tmp_path)
+    with pytest.raises(ValueError, match=r"m\.pth: its discriminators do not fit those of Pix2pixTrainer \(discriminator"): learn5.load('m')
     # a Learner of another class: a word, not a silent loss
     class MyLearner(Learner): pass
     with pytest.warns(UserWarning, match='keep the generator only'):
