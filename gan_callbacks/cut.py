@@ -4,6 +4,7 @@
 
 # %% ../nbs/14_cut.ipynb #a75e9205
 from __future__ import annotations
+import warnings
 import numpy as np
 import torch
 from torch import nn
@@ -14,8 +15,9 @@ from .losses import GANLoss, PatchNCELoss
 from .optim import pix2pix_adam
 from .gan import AdversarialTrainer
 from .guard import norm_stats, restore_if
-from .steps import step, follow_schedule, learner_device, state_or_none
-from .internals import in_lr_find
+from .steps import follow_schedule, learner_device, state_or_none
+from .internals import in_lr_find, predicting, is_tensorboard_callback
+from .test_time import to_multiple, from_multiple
 from .learner import gan_learner
 from .distributed import unwrap, share_module
 from .data import unpaired_batch, domain_channels
@@ -82,12 +84,20 @@ class CUTTrainer(AdversarialTrainer):
         if getattr(self.learn.loss_func, '__self__', None) is not self:
             raise ValueError("CUTTrainer computes G's loss itself: build the Learner with `loss_func=trainer.generator_loss` (`cut_learner` does)")
         share_module(self.learn, self.sampler.to(learner_device(self.learn)).train())
+        for cb in self.learn.cbs:
+            if is_tensorboard_callback(cb) and getattr(cb, 'trace_model', False):
+                # fastai traces `model(*xb)` with `add_graph(model, *xb)`, which takes real_B for its `verbose` flag
+                warnings.warn("TensorBoardCallback cannot trace CUT's model from a batch of two domains: trace_model switched off")
+                cb.trace_model = False
         super().on_train_begin(**kwargs)
         self._f_fresh = (self.sampler.channels is None, self.f_opt is None) if in_lr_find(self.learn) else None
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "The model's input: A (with B for the NCE identity term), flipped half of the time for FastCUT; the reals become the target"
-        if not train and torch.is_tensor(last_input): real_A, real_B = last_input, None   # A alone: translate
+        "The model's input: A (with B for the NCE identity term), flipped half of the time for FastCUT; the reals become the target; in `get_preds`, G takes any size"
+        self._size = None
+        if not train and (torch.is_tensor(last_input) or predicting(self.learn)):   # A alone (in `get_preds`, of a pair): translate
+            real_A, real_B = last_input if torch.is_tensor(last_input) else last_input[0], None
+            if predicting(self.learn): real_A, self._size = to_multiple(real_A, getattr(unwrap(self.learn.model), 'multiple', 1))
         else:
             real_A, real_B = _check_batch(last_input)
             self.setup_discriminators({'discriminator': real_B.shape[1]})
@@ -98,6 +108,10 @@ class CUTTrainer(AdversarialTrainer):
         if self._flipped: x = x.flip(3)
         y = () if real_B is None else (real_A, real_B)
         return super().on_batch_begin(x, y, train, **kwargs)
+
+    def on_loss_begin(self, last_output, **kwargs):
+        "In `get_preds`: a translation made at another size goes back to its input's size"
+        if self._size is not None: return {'last_output': from_multiple(last_output, self._size)}
 
     def generator_loss(self, out, real_A, real_B):
         "The Learner's `loss_func`: a stand-in in training (see `on_batch_end`), G's loss through the frozen D in validation"
@@ -113,7 +127,7 @@ class CUTTrainer(AdversarialTrainer):
         (real_A, real_B), D = last_target, self.discriminator
         fake_B, idt_B = last_output[:len(real_A)], last_output[len(real_A):]
         d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
-        self.d_requires_grad(True); self.d_opt.zero_grad()
+        self.d_requires_grad(True); self.d_zero_grad()
         with self.autocast():
             d_fake, d_real = self.gan_loss(D(fake_B.detach()), False), self.gan_loss(D(real_B), True)
         d_bad = self.step_d(0.5 * (d_fake + d_real))
@@ -154,10 +168,11 @@ class CUTTrainer(AdversarialTrainer):
     def step_g(self, loss):
         "Backward `loss` and step G (the Learner's optimizer) and F (`f_opt`, at this batch's lr, mom and wd) together"
         if self.f_opt is None: return super().step_g(loss)
-        self.f_opt.zero_grad()   # G's gradients were freed before the forward
+        if self.accumulation.first: self.f_opt.zero_grad()   # G's gradients were freed before the forward
         follow_schedule(self.f_opt, self.learn)
         params = self.listed('gf', lambda: self.g_params() + list(self.sampler.parameters()))
-        return step(loss, [self.learn.opt, self.f_opt], params, self.precision.scaler('g'), self.clip_g, self.check_grads)
+        clip, norm_type = self.g_clip()
+        return self.accumulation.step('g', loss, [self.learn.opt, self.f_opt], params, self.precision.scaler('g'), clip, self.check_grads, norm_type)
 
     def state_dict(self):
         "`AdversarialTrainer`'s state, F (its MLPs included) and F's optimizer"

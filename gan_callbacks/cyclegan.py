@@ -169,7 +169,7 @@ class CycleGANTrainer(AdversarialTrainer):
             loss = reduce(add, g_terms)
         g_bad = self.step_g(loss)
         self.learn.loss = loss.detach()   # the generators' loss is the train loss
-        self.d_requires_grad(True); self.d_opt.zero_grad()
+        self.d_requires_grad(True); self.d_zero_grad()
         with self.autocast():
             loss_d_a = self._d_loss(self.d_a, real_B, self.pool_b.query(fake_B))
             loss_d_b = self._d_loss(self.d_b, real_A, self.pool_a.query(fake_A))

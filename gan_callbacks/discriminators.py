@@ -69,7 +69,9 @@ class Discriminators:
         ds = self.setup_discriminators(sd['d_in_ch'])
         for k, v in sd['discriminators'].items():
             if v is not None: ds[k].load_state_dict(v)
-        if with_opt and sd['d_opt'] is not None: self.d_opt.load_state_dict(sd['d_opt'])
+        if not with_opt: return
+        if sd['d_opt'] is not None: self.d_opt.load_state_dict(sd['d_opt'])
+        else: self.d_opt = None   # saved before it was made (`lr_find` before a fit): the next fit makes it
 
     def drop_discriminators(self, names, opt:bool=False):
         "Remove the discriminators `names`, and `d_opt` with them (or if `opt`): undo what a range test built"

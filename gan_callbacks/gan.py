@@ -10,11 +10,13 @@ from fastcore.basics import store_attr, first
 from fastcore.foundation import L
 from fastai.callback.core import Callback
 from fastai.optimizer import Adam
+from fastai.learner import Learner
+from fastai.callback.training import GradientAccumulation, GradientClip
 from .core import StateDictCallback, HeldContexts, skip_update
 from .test_time import paper_test_mode
-from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config
+from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config, become
 from .distributed import DistributedGAN
-from .steps import step, follow_schedule, learner_device
+from .steps import step, follow_schedule, learner_device, Accumulation
 from .precision import FitPrecision, speed_up, to_channels_last
 from .guard import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers
 from .loss_log import LossLog, track_losses
@@ -47,12 +49,23 @@ def _bring_distributed_gan(learn):
     learn.add_cb(cb)
     return cb
 
+def _bring_learner_class(learn, cls, warn:bool=False):
+    "Make a plain `Learner` an instance of `cls` (`AdversarialLearner`, which adds methods only); `warn` when `learn` is of another class"
+    if cls is None or isinstance(learn, cls): return
+    if type(learn) is Learner: become(learn, cls)
+    elif warn: warnings.warn(f"{type(learn).__name__} is not a {cls.__name__}: its `save` and `load` keep the generator only, "
+                             f"not the discriminators (derive it from `{cls.__name__}`)", stacklevel=3)
+
 class FastaiEvents(Callback):
-    "The fastai events a GAN trainer needs beside its v1 ones: `DistributedGAN` beside it, fastai's smoothed losses to the host once per epoch"
-    def after_create(self): _bring_distributed_gan(self.learn)
+    "The fastai events a GAN trainer needs beside its v1 ones: `DistributedGAN` beside it, a plain `Learner` made an `AdversarialLearner`, fastai's smoothed losses to the host once per epoch"
+    learner_class = None   # what a plain `Learner` becomes, for `save` and `load` that keep the discriminators: `AdversarialLearner`, set where it is defined
+    def after_create(self):
+        _bring_distributed_gan(self.learn)
+        _bring_learner_class(self.learn, self.learner_class, warn=True)
     def before_fit(self):
         "Added after the Learner was made: `DistributedGAN` joins now, and sets up before fastai's `DistributedTrainer` does"
         if (cb := _bring_distributed_gan(self.learn)) is not None: cb('before_fit')
+        _bring_learner_class(self.learn, self.learner_class)
         mend_wandb_config()   # fastai's `WandbCallback` (order 51) can log its config beside us
         super().before_fit()
     def after_train(self):
@@ -77,6 +90,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         store_attr()
         super().__init__()
         self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(), LossLog(beta), HeldContexts(), False
+        self.accumulation, self.fastai_clip = Accumulation(), None   # fastai's `GradientAccumulation` and `GradientClip`, read at each fit
         self.guard = NonFiniteGuard(max_nonfinite, who=type(self).__name__)
 
     @property
@@ -102,6 +116,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         ms = self.loss_log.metrics(self.cols)   # the loss columns, in fastai's table
         if not any(m in learn.metrics for m in ms): learn.metrics = L(learn.metrics) + ms
         track_losses(learn, self.cols)
+        self.read_fastai_tools()
         self._lr_find_state = self._snapshot() if in_lr_find(learn) else None
         if not in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
         if (rec := getattr(learn, 'recorder', None)) is not None: smooth_on_device(rec)   # no wait for the GPU at every batch
@@ -112,7 +127,9 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "Free last step's gradients and copy G's statistics (training) or enter the paper's test mode (validation, if asked); enter autocast"
         if train:
-            for p in self.g_params(): p.grad = None   # last step's gradients, freed before the forward
+            self.accumulation.batch(last_target)
+            if self.accumulation.first:
+                for p in self.g_params(): p.grad = None   # last step's gradients, freed before the forward
             self._g_stats = norm_stats(self.learn.model)   # the forward is about to update them
         elif self.test_mode == 'paper': self.held.enter('test', paper_test_mode(self.learn.model))
         self.held.enter('autocast', self.autocast())
@@ -121,16 +138,36 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
 
     def leave_autocast(self): self.held.leave('autocast')
     def leave_forward(self): self.held.leave_all()   # the batch's autocast and test mode: first in a trainer's `on_batch_end`
-    def on_backward_begin(self, **kwargs): return skip_update()   # every update is the trainer's: `step_g`, `step_d`
+    def on_backward_begin(self, **kwargs):
+        "Every update is the trainer's (`step_g`, `step_d`): fastai's are cancelled, and its `zero_grad` too while gradients accumulate"
+        return skip_update(skip_zero=self.accumulation.active)
+
+    def read_fastai_tools(self):
+        "fastai's `GradientAccumulation` (its `n_acc`) and `GradientClip` (its `max_norm`, `norm_type`) among the Learner's callbacks, for this fit"
+        acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))
+        clip = first(cb for cb in self.learn.cbs if isinstance(cb, GradientClip))
+        self.accumulation.reset(None if acc is None else acc.n_acc)
+        self.fastai_clip = None if clip is None else (clip.max_norm, clip.norm_type)
+
+    def g_clip(self):
+        "G's max gradient norm and its norm type: `clip_g`, or fastai's `GradientClip` (which clips the Learner's model), the smaller of the two"
+        if self.fastai_clip is None: return self.clip_g, 2.
+        m, norm_type = self.fastai_clip
+        return (m if self.clip_g is None else min(m, self.clip_g)), norm_type
+
+    def d_zero_grad(self):
+        "Zero the discriminators' gradients before their loss's backward (while gradients accumulate, at a sum's first batch only)"
+        if self.accumulation.first: self.d_opt.zero_grad()
 
     def step_g(self, loss):
         "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
-        return step(loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), self.clip_g, self.check_grads)
+        clip, norm_type = self.g_clip()
+        return self.accumulation.step('g', loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), clip, self.check_grads, norm_type)
 
     def step_d(self, loss):
         "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
         follow_schedule(self.d_opt, self.learn, self.d_lr_mult)
-        return step(loss, self.d_opt, self.d_params(), self.precision.scaler('d'), self.clip_d, self.check_grads)
+        return self.accumulation.step('d', loss, self.d_opt, self.d_params(), self.precision.scaler('d'), self.clip_d, self.check_grads)
 
     def end_iteration(self, bad, losses, epoch:int, batch:int, *stats):
         "After the updates: a skipped iteration leaves no trace (`stats`: `norm_stats` copies of the discriminators), the losses are logged, the flag counted"

@@ -13,7 +13,7 @@ from fastcore.xtras import join_path_file
 from fastai.learner import Learner
 from fastai.torch_core import rank_distrib, distrib_barrier
 import fastai.callback.hook   # `Learner.summary`
-from .gan import find_trainer
+from .gan import find_trainer, FastaiEvents
 from .distributed import unwrap, DistributedGAN
 from .progress import sync_free_bar
 
@@ -50,10 +50,15 @@ class AdversarialLearner(Learner):
         unwrap(self.model).load_state_dict(state['model'], strict=strict)
         if with_opt and 'opt' in state: self.opt.load_state_dict(state['opt'])
         gan = state['gan']
-        if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
-        else:
-            for k, D in t.setup_discriminators(gan['d_in_ch']).items():
-                if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
+        try:
+            if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
+            else:
+                for k, D in t.setup_discriminators(gan['d_in_ch']).items():
+                    if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
+        except RuntimeError as e:
+            if 'loading state_dict' not in str(e): raise
+            raise ValueError(f"{fn}: its discriminators do not fit those of {type(t).__name__} ({', '.join(t.d_names)}, built for the data "
+                             f"when not given): give the trainer discriminators of the saved architecture") from None
         return self
 
     def summary(self):
@@ -84,6 +89,8 @@ def _layers(m):
     rows = [r for r in rows if r[1]]
     return (f"{type(m).__name__}\n" + '\n'.join(f"{n:<20} {p:<10,}" for n, p in rows) +
             f"\nTotal params: {sum(p.numel() for p in m.parameters()):,}")
+
+FastaiEvents.learner_class = AdversarialLearner   # a plain `Learner` with a trainer becomes one, at its creation or its next fit
 
 
 # %% ../nbs/04d_learner.ipynb #99b35ca0

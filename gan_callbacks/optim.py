@@ -12,13 +12,21 @@ from fastai.optimizer import OptimWrapper
 from fastai.callback.schedule import ParamScheduler
 
 # %% auto #0
-__all__ = ['NumberHypers', 'pix2pix_adam', 'linear_decay_schedule']
+__all__ = ['NumberHypers', 'GroupHypers', 'pix2pix_adam', 'linear_decay_schedule']
 
 # %% ../nbs/04c_optim.ipynb #64c889ef
 class NumberHypers(OptimWrapper):
     "fastai's `OptimWrapper` whose `hypers` are the numbers only: PyTorch's switches (`foreach=None`, `fused`, ...) are no hyper-parameters, and loggers write each one as a number"
     @property
-    def hypers(self): return [_numbers(pg, self.fwd_map) for pg in self.opt.param_groups]   # read several times a batch
+    def hypers(self): return [GroupHypers(_numbers(pg, self.fwd_map), pg, self.bwd_map) for pg in self.opt.param_groups]   # read several times a batch
+
+class GroupHypers(dict):
+    "The numbers of a param group by fastai's names; setting one sets it in the group, as setting it in a fastai `Optimizer`'s `hypers` does (`ReduceLROnPlateau`)"
+    def __init__(self, d, pg, bwd_map): super().__init__(d); self.pg, self.bwd_map = pg, bwd_map
+    def __setitem__(self, k, v):
+        super().__setitem__(k, v)
+        name, _, i = self.bwd_map.get(k, k).partition('__')   # `betas__0`: the first of a tuple
+        self.pg[name] = v if not i else tuple(v if j == int(i) else x for j, x in enumerate(self.pg[name]))
 
 def _number(v): return isinstance(v, (int, float)) and not isinstance(v, bool)
 

@@ -22,6 +22,7 @@ from .internals import predicting
 from .test_time import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
+from .data import domain_channels
 
 _all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `generator`, `gan` and `progress`, used with pix2pix
 
@@ -61,6 +62,9 @@ class Pix2pixTrainer(AdversarialTrainer):
         "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
         self._range_checked = False
         super().on_train_begin(**kwargs)
+        if self.n_critic > 1 and self.accumulation.active:
+            raise ValueError(f"Pix2pixTrainer cannot accumulate gradients (fastai's GradientAccumulation) over n_critic={self.n_critic} "
+                             "discriminator updates per batch: use n_critic=1 or remove GradientAccumulation")
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
         "Check that D takes A and B together (and, once a fit, the targets' range); in `get_preds`, G takes any size; then autocast"
@@ -88,7 +92,7 @@ class Pix2pixTrainer(AdversarialTrainer):
         d_stats, d_bad = norm_stats(D), False   # copies, to undo the iteration should it be skipped
         self.d_requires_grad(True)
         for _ in range(self.n_critic):
-            self.d_opt.zero_grad()
+            self.d_zero_grad()
             with self.autocast():
                 d_fake = self.gan_loss(D(torch.cat([A, fake.detach()], 1)), False)
                 d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)
@@ -111,13 +115,13 @@ def unet_depth(size:int, max_downs:int=8):
 
 def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, gan_mode:str='vanilla',
                     lambda_l1:float=100., opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size, PatchGAN D, Adam(0.5, 0.999), L1 as loss"
+    "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size and the data's channels, PatchGAN D, Adam(0.5, 0.999), L1 as loss"
     if generator is None:
         size = getattr(dls, 'crop_size', None) or dls.one_batch()[0].shape[-2:]
         depth = min(unet_depth(s) for s in L(size))
         if depth < 5: raise ValueError(f"pix2pix_learner's U-Net needs image sides divisible by 32 (2**5), got {size}: "
                                        "pick another crop size or pass a `generator`")
-        generator = UnetGenerator(getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), num_downs=depth)
+        generator = UnetGenerator(*domain_channels(dls, 'pix2pix_learner'), num_downs=depth)   # the data's channels: grayscale, RGB, ...
     trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 

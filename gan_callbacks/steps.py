@@ -6,26 +6,30 @@
 from __future__ import annotations
 import torch
 from torch import nn
-from fastai.torch_core import default_device
+from fastai.torch_core import default_device, find_bs
 from .internals import step_unless_found_inf
 from .distributed import is_distributed, average_grads
 
 # %% auto #0
-__all__ = ['step', 'grad_norm', 'step_unless', 'follow_schedule', 'learner_device', 'state_or_none']
+__all__ = ['step', 'grad_norm', 'step_unless', 'Accumulation', 'follow_schedule', 'learner_device', 'state_or_none']
 
 # %% ../nbs/04f_steps.ipynb #a2fd7bb3
-def step(loss, opt, params, scaler=None, clip=None, check_grads=False):
+def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
+         update:bool=True,     # `False`: backward only, the gradients accumulate for a later update
+         bad=None,             # the flag of the backwards accumulated since the last update
+         norm_type:float=2.):  # the norm that `clip` bounds
     "Backward `loss` and step `opt` (or each of a list of optimizers) unless the loss (or, when clipped or checked, the gradient norm) is not finite; returns that flag, on the device"
-    bad = ~torch.isfinite(loss.detach())
+    bad = ~torch.isfinite(loss.detach()) if bad is None else bad | ~torch.isfinite(loss.detach())
     opts = list(opt) if isinstance(opt, (list, tuple)) else [opt]
     topts = [getattr(o, 'opt', o) for o in opts]   # the PyTorch optimizers inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
     else: scaler.scale(loss).backward()
+    if not update: return bad
     if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
     if clip is not None:
         if scaler is not None:
             for t in topts: scaler.unscale_(t)
-        norm = nn.utils.clip_grad_norm_(params, clip)
+        norm = nn.utils.clip_grad_norm_(params, clip, norm_type)
     if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
         for t in topts: scaler.step(t)
         scaler.update()
@@ -43,6 +47,31 @@ def grad_norm(params):
 def step_unless(bad, opt):
     "Step `opt` unless `bad`: on the device for fused optimizers (see `internals`), else with a host sync"
     if not step_unless_found_inf(getattr(opt, 'opt', opt), bad) and not bad.item(): opt.step()
+
+# %% ../nbs/04f_steps.ipynb #1a927606
+class Accumulation:
+    "fastai's gradient accumulation for a trainer's own updates: losses scaled by each batch's share, an update once `n_acc` items were seen"
+    def __init__(self, n_acc:int|None=None): self.reset(n_acc)
+    def reset(self, n_acc:int|None=None):
+        "Start a fit: accumulate over `n_acc` items (`None`: an update every batch)"
+        self.n_acc, self.count, self.first, self.update, self.scale, self.bad = n_acc, 0, True, True, 1., {}
+    @property
+    def active(self) -> bool: return self.n_acc is not None
+
+    def batch(self, yb):
+        "A training batch of targets `yb` begins: whether it starts a sum (`first`), ends it with an update (`update`), and its loss scale"
+        if not self.active: return
+        bs = find_bs(yb)
+        self.first, self.count = self.count == 0, self.count + bs
+        self.update, self.scale = self.count >= self.n_acc, bs / self.n_acc
+        if self.update: self.count = 0
+
+    def step(self, name:str, loss, opt, params, scaler=None, clip=None, check_grads=False, norm_type:float=2.):
+        "`step` for network `name` in this batch: backward of the scaled loss, and the update at the sum's last batch; returns the flag"
+        if not self.active: return step(loss, opt, params, scaler, clip, check_grads, norm_type=norm_type)
+        bad = step(loss * self.scale, opt, params, scaler, clip, check_grads, self.update, self.bad.pop(name, None), norm_type)
+        if not self.update: self.bad[name] = bad   # carried to the update
+        return bad
 
 # %% ../nbs/04f_steps.ipynb #21c6787b
 def follow_schedule(opt, learn, lr_mult:float=1.):

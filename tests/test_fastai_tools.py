@@ -259,3 +259,265 @@ def test_cut_predict_get_preds_and_show_results(unpaired):
     assert pred.shape == (3, 32, 32) and -1 <= pred.min() and pred.max() <= 1
     import matplotlib; matplotlib.use('Agg')
     with contextlib.redirect_stdout(io.StringIO()): learn.show_results(max_n=2)
+
+
+# --- CUT: predict at any size, TensorBoard's graph tracing
+
+def tiny_cut(path, mode='cut', **kw):
+    from gan_callbacks.cut import cut_learner
+    dls = UnpairedDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, valid='test', device='cpu')
+    torch.manual_seed(0)
+    G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    return cut_learner(dls, G, PatchDiscriminator(3, ndf=4, n_layers=1, norm='instance', antialias=True), mode=mode,
+                       trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=16), **kw)
+
+@pytest.mark.parametrize('mode', ['cut', 'fastcut'])
+def test_cut_predict_takes_any_size(unpaired, tmp_path, mode):
+    learn = tiny_cut(unpaired, mode)
+    seen = seen_by(learn.model)
+    dec, pred, raw = learn.predict(red_blue(tmp_path/'odd.png', w=53, h=37))
+    assert seen[-1].shape[-2:] == (36, 52) and dec.shape == pred.shape == (3, 37, 53)   # resized for G, and back
+    assert pred[0, :, :20].mean() != pred[0, :, -20:].mean()
+    dec, pred, _ = learn.predict(red_blue(tmp_path/'even.png', w=36, h=28))
+    assert seen[-1].shape[-2:] == (28, 36) and pred.shape == (3, 28, 36)   # a multiple of 4: as it is
+
+def test_cut_beside_fastais_tensorboard_callback(unpaired, tmp_path):
+    from fastai.callback.tensorboard import TensorBoardCallback
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    learn = tiny_cut(unpaired)
+    with contextlib.redirect_stdout(io.StringIO()), pytest.warns(UserWarning, match='trace_model switched off'):
+        learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'cut'))
+    ea = EventAccumulator(str(tmp_path/'cut')); ea.Reload()
+    assert {'train_loss', 'lr_0', 'nce', 'd_real'} <= set(ea.Tags()['scalars'])
+
+
+# --- pix2pix_learner sizes G and D from the data's channels
+
+def test_pix2pix_learner_on_grayscale_datablock(pairs):
+    from fastai.vision.all import PILImageBW, Resize
+    blk = DataBlock(blocks=(ImageBlock(PILImageBW), ImageBlock(PILImageBW)), get_items=get_image_files, get_y=lambda f: f,
+                    splitter=RandomSplitter(0.25, seed=0), item_tfms=Resize(32), batch_tfms=Normalize.from_stats(0.5, 0.5))
+    dls = blk.dataloaders(pairs/'train', bs=2, device='cpu')
+    learn = pix2pix_learner(dls)
+    assert (learn.model.in_ch, learn.model.out_ch) == (1, 1)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    assert learn.pix2pix_trainer.discriminator.in_ch == 2
+    dec, pred, _ = learn.predict(pairs/'val'/'0000.png')
+    assert pred.shape == (1, 32, 32)
+
+
+# --- a plain Learner with a trainer saves and loads the discriminators
+
+def test_plain_learner_with_a_trainer_keeps_the_discriminator(pairs, tmp_path):
+    from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
+    dls = Pix2pixDataLoaders.from_folder(pairs, load_size=32, crop_size=32, bs=2, device='cpu')
+    def plain(seed):
+        torch.manual_seed(seed)
+        G, D = UnetGenerator(3, 3, num_downs=5, ngf=4), PatchDiscriminator(6, ndf=4, n_layers=2)
+        return Learner(dls, G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=[Pix2pixTrainer(D)], path=tmp_path)
+    learn = plain(0)
+    with contextlib.redirect_stdout(io.StringIO()): learn.fit(1, 1e-3)
+    learn.save('m')
+    learn2 = plain(1)
+    D, D2 = learn.pix2pix_trainer.discriminator, learn2.pix2pix_trainer.discriminator
+    assert not _same(D2.state_dict(), D.state_dict())
+    learn2.load('m')
+    assert _same(D2.state_dict(), D.state_dict()) and _same(learn2.model.state_dict(), learn.model.state_dict())
+    assert _same(learn2.pix2pix_trainer.d_opt.state_dict(), learn.pix2pix_trainer.d_opt.state_dict())
+    # a trainer added to a Learner after it was made: from its next fit on
+    learn3 = Learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), opt_func=pix2pix_adam, path=tmp_path)
+    learn3.add_cb(Pix2pixTrainer(PatchDiscriminator(6, ndf=4, n_layers=2)))
+    with contextlib.redirect_stdout(io.StringIO()): learn3.fit(1, 1e-3)
+    learn3.load('m')
+    assert _same(learn3.pix2pix_trainer.discriminator.state_dict(), D.state_dict())
+    # a trainer without D builds one for the data: a saved D of another architecture is a clear error
+    learn5 = Learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=[Pix2pixTrainer()], path=tmp_path)
+    with pytest.raises(ValueError, match=r"m\.pth: its discriminators do not fit those of Pix2pixTrainer \(discriminator"): learn5.load('m')
+    # a Learner of another class: a word, not a silent loss
+    class MyLearner(Learner): pass
+    with pytest.warns(UserWarning, match='keep the generator only'):
+        MyLearner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4), loss_func=L1LossFlat(), cbs=[Pix2pixTrainer()])
+
+
+# --- fastai's GradientAccumulation and GradientClip act on the trainers' own updates
+
+from fastai.basics import DataLoaders
+from fastai.callback.training import GradientAccumulation, GradientClip
+from gan_callbacks.cut import cut_learner
+from gan_callbacks.models import PatchSampleF
+from fastai.optimizer import SGD
+from interrupting import Unpaired
+
+KINDS = ['pix2pix', 'cyclegan', 'cut']
+
+def tiny(kind, bs=2, d_lr_mult=1., seed=1, **kw):
+    "A tiny learner of `kind` on 4 items, without batch statistics (instance norm or none), dropout, pools or random patches"
+    g = torch.Generator().manual_seed(0)
+    size = 32 if kind == 'pix2pix' else 16
+    items = [(torch.rand(3, size, size, generator=g)*2-1, torch.rand(3, size, size, generator=g)*2-1) for _ in range(4)]
+    if kind != 'pix2pix': items = Unpaired(items)
+    dls = DataLoaders.from_dsets(items, items[:2] if kind == 'pix2pix' else Unpaired(items[:2]), bs=bs, shuffle=False, device='cpu')
+    tk = dict(d_lr_mult=d_lr_mult, **kw.pop('trainer_kwargs', {}))
+    torch.manual_seed(seed)
+    if kind == 'pix2pix':
+        return pix2pix_learner(dls, UnetGenerator(3, 3, num_downs=5, ngf=4, norm='none', use_dropout=False),
+                               PatchDiscriminator(6, ndf=4, n_layers=2, norm='instance'), trainer_kwargs=tk, **kw)
+    if kind == 'cyclegan':
+        G, D = lambda: ResnetGenerator(3, 3, ngf=4, n_blocks=1), lambda: PatchDiscriminator(3, ndf=4, n_layers=2, norm='instance')
+        return cyclegan_learner(dls, G(), G(), D(), D(), pool_size=0, trainer_kwargs=tk, **kw)
+    G = ResnetGenerator(ngf=4, n_blocks=1, antialias=True, antialias_up=True)
+    D = PatchDiscriminator(3, ndf=4, n_layers=2, norm='instance', antialias=True)
+    Fs = PatchSampleF(nc=16).create_mlp([3, 8, 16, 16])
+    return cut_learner(dls, G, D, Fs, trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=512, **tk), **kw)   # every location
+
+def quiet_fit(learn, n=1, lr=1e-3, **kw):
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter('ignore'); learn.fit(n, lr, **kw)
+
+def trainer(learn):
+    from gan_callbacks.gan import find_trainer
+    return find_trainer(learn)
+
+def assert_states_close(a, b, atol=1e-4):   # two SGD steps at lr 0.1 move weights by 0.3; skipping accumulation, by 1
+    assert a.keys() == b.keys()
+    for k in a: torch.testing.assert_close(a[k], b[k], atol=atol, rtol=1e-5, msg=lambda m: f'{k}: {m}')
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_gradient_accumulation_makes_the_updates_of_the_big_batch(kind):
+    "n_acc=4 at bs=2 updates G and D as bs=4 does. pix2pix and CUT update D first: G's earlier batches see D before its update, so G is compared with D held still, D after one update"
+    for d_lr_mult in ((1.,) if kind == 'cyclegan' else (1., 0.)):
+        # SGD: Adam would blow up the float noise of gradients that are zero in theory (a bias before an instance norm)
+        big, acc = (tiny(kind, bs=bs, d_lr_mult=d_lr_mult, opt_func=SGD) for bs in (4, 2))
+        g0 = {k: v.clone() for k, v in big.model.state_dict().items()}
+        n = 2 if kind == 'cyclegan' or d_lr_mult == 0 else 1   # epochs, one update each
+        quiet_fit(big, n, 0.1); quiet_fit(acc, n, 0.1, cbs=GradientAccumulation(4))
+        tb, ta = trainer(big), trainer(acc)
+        assert len(ta.hist) == 2 * len(tb.hist) == 2 * n   # a row per batch
+        for k in tb.d_names: assert_states_close(getattr(ta, k).state_dict(), getattr(tb, k).state_dict())
+        if kind == 'cyclegan' or d_lr_mult == 0:
+            assert not torch.allclose(big.model.state_dict()[next(iter(g0))], g0[next(iter(g0))])   # G did move
+            assert_states_close(acc.model.state_dict(), big.model.state_dict())
+            if kind == 'cut': assert_states_close(ta.sampler.state_dict(), tb.sampler.state_dict())
+    # the columns show each batch's losses, not the scaled ones: the mean of two halves is the whole
+    i = list(tb.cols).index('g_l1' if kind == 'pix2pix' else 'cycle_a' if kind == 'cyclegan' else 'nce')
+    big, acc = tiny(kind, bs=4), tiny(kind, bs=2)
+    quiet_fit(big); quiet_fit(acc, cbs=GradientAccumulation(4))
+    torch.testing.assert_close(trainer(acc).hist[1][i], trainer(big).hist[0][i], rtol=0.02, atol=0)
+
+def test_gradient_accumulation_with_several_critic_updates_is_refused():
+    learn = tiny('pix2pix', trainer_kwargs=dict(n_critic=2))
+    with pytest.raises(ValueError, match='n_critic=2'): quiet_fit(learn, cbs=GradientAccumulation(4))
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_gradient_clip_holds_the_generator(kind):
+    "fastai's `GradientClip(1e-12)` keeps G (the Learner's model) where it was, as for any Learner; D is clipped by `clip_d` only"
+    learn = tiny(kind)
+    g0 = {k: v.clone() for k, v in learn.model.state_dict().items()}
+    quiet_fit(learn, cbs=GradientClip(1e-12))
+    free = tiny(kind); quiet_fit(free)
+    moved = lambda m: max((m.state_dict()[k] - g0[k]).abs().max().item() for k in g0)
+    assert moved(learn.model) < 1e-3 * moved(free.model)
+
+
+# --- fastai's own training callbacks beside each trainer, and their effect
+# (GradientAccumulation and GradientClip: the tests above)
+
+def g_col(kind): return {'pix2pix': 'g_l1', 'cyclegan': 'cycle_a', 'cut': 'nce'}[kind]
+
+def col(learn, name):
+    "The values of column `name` in the Recorder, one per epoch"
+    names = list(learn.recorder.metric_names[1:-1])
+    return [v[names.index(name)] for v in learn.recorder.values]
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_mixed_precision_beside_the_trainers(kind):
+    "`to_bf16`: G and D run in bfloat16, and train; `to_fp16` on the CPU: a clear refusal (fp16 needs CUDA here)"
+    learn = tiny(kind).to_bf16()
+    t, seen = trainer(learn), []
+    G, D = learn.model.g_a if kind == 'cyclegan' else learn.model, getattr(t, t.d_names[0])
+    for m in (G, D): m.register_forward_hook(lambda m, i, o: seen.append((m, o.dtype)) if torch.is_tensor(o) and m.training else None)
+    g0 = {k: v.clone() for k, v in learn.model.state_dict().items()}
+    quiet_fit(learn)
+    assert {m for m, _ in seen} == {G, D} and all(d == torch.bfloat16 for _, d in seen)
+    assert t.precision.dtype == torch.bfloat16 and not t.precision.scalers
+    assert any(not torch.equal(v, g0[k]) for k, v in learn.model.state_dict().items())
+    assert all(v.isfinite().all() for v in learn.model.state_dict().values())
+    with pytest.raises(ValueError, match=r'fp16 mixed precision needs a CUDA device.*to_bf16'): quiet_fit(tiny(kind).to_fp16())
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_show_graph_callback_beside_the_trainers(kind):
+    from fastai.callback.progress import ShowGraphCallback
+    graphs = []
+    class Graphs(Callback):
+        "Keeps what is drawn: outside a notebook, the bar's `update_graph` draws nothing"
+        order = 61   # after the bar made its `mbar`
+        def before_fit(self): self.learn.progress.mbar.update_graph = lambda g, *a, **k: graphs.append(g)
+    learn = tiny(kind)
+    quiet_fit(learn, 2, cbs=[ShowGraphCallback(), Graphs()])
+    assert len(graphs) == 2   # once per epoch
+    (iters, losses), (ends, val_losses) = graphs[-1]
+    assert len(losses) == 2 * len(learn.dls.train) and ends == [2, 4] and len(val_losses) == 2
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_save_model_callback_keeps_the_discriminators(kind, tmp_path):
+    from fastai.callback.tracker import SaveModelCallback
+    learn = tiny(kind, path=tmp_path)
+    quiet_fit(learn, 2, cbs=SaveModelCallback(monitor=g_col(kind), fname='best', with_opt=True))
+    assert (tmp_path/'models'/'best.pth').exists()
+    t, learn2 = trainer(learn), tiny(kind, path=tmp_path, seed=5)
+    t2 = trainer(learn2)
+    learn2.load('best')
+    for k in t.d_names: assert _same(getattr(t2, k).state_dict(), getattr(t, k).state_dict())
+    assert _same(learn2.model.state_dict(), learn.model.state_dict()) and _same(t2.d_opt.state_dict(), t.d_opt.state_dict())
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_early_stopping_callback_beside_the_trainers(kind):
+    from fastai.callback.tracker import EarlyStoppingCallback
+    learn = tiny(kind)
+    quiet_fit(learn, 5, cbs=EarlyStoppingCallback(monitor=g_col(kind), min_delta=1e9, patience=0))   # nothing is enough of a gain
+    assert len(learn.recorder.values) == 2 and len(trainer(learn).hist) == 2 * len(learn.dls.train)
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_reduce_lr_on_plateau_lowers_g_and_d_rates(kind):
+    from fastai.callback.tracker import ReduceLROnPlateau
+    learn = tiny(kind)
+    quiet_fit(learn, 3, 1e-3, cbs=ReduceLROnPlateau(monitor=g_col(kind), min_delta=1e9, patience=0, factor=10))
+    assert learn.opt.hypers[-1]['lr'] == pytest.approx(1e-5)   # lowered after epochs 1 and 2
+    assert trainer(learn).d_opt.hypers[0]['lr'] == pytest.approx(1e-4)   # D followed in epoch 2
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_csv_logger_writes_the_trainers_columns(kind, tmp_path):
+    import csv
+    learn = tiny(kind, path=tmp_path)
+    quiet_fit(learn, 2, cbs=CSVLogger())
+    rows = list(csv.DictReader(open(tmp_path/'history.csv')))
+    assert len(rows) == 2 and set(trainer(learn).cols) <= set(rows[0])
+    assert [float(r[g_col(kind)]) for r in rows] == pytest.approx(col(learn, g_col(kind)), rel=1e-5)
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_tensorboard_callback_writes_the_trainers_columns(kind, tmp_path):
+    from fastai.callback.tensorboard import TensorBoardCallback
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+    learn = tiny(kind)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter('always'); learn.fit(2, 1e-3, cbs=TensorBoardCallback(tmp_path/'tb', log_preds=False))   # tensors, no images to show
+    ea = EventAccumulator(str(tmp_path/'tb')); ea.Reload()
+    assert {'train_loss', 'valid_loss', 'lr_0', *trainer(learn).cols} <= set(ea.Tags()['scalars'])
+    assert [e.value for e in ea.Scalars(g_col(kind))] == pytest.approx(col(learn, g_col(kind)), rel=1e-5)
+    traced = kind == 'pix2pix'   # one model input: fastai traces the graph; two: the trainer switches tracing off, with a word
+    assert ea.Tags()['graph'] == traced and any('trace_model switched off' in str(x.message) for x in w) != traced
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_wandb_callback_logs_the_trainers_columns(kind, tmp_path, monkeypatch):
+    import wandb
+    from fastai.callback.wandb import WandbCallback
+    from test_loggers import _wandb_rows
+    monkeypatch.setenv('WANDB_MODE', 'offline'); monkeypatch.setenv('WANDB_SILENT', 'true')
+    learn = tiny(kind)
+    run = wandb.init(project='gan_callbacks_test', dir=str(tmp_path))
+    try: quiet_fit(learn, 2, cbs=WandbCallback(log_preds=False))
+    finally: wandb.finish()
+    rows = _wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
+    logged = [r[g_col(kind)] for r in rows if g_col(kind) in r]
+    assert logged == pytest.approx(col(learn, g_col(kind)), rel=1e-5)   # once per epoch, the Recorder's values
+    assert any('raw_loss' in r for r in rows)   # and fastai's per-batch losses

@@ -272,10 +272,11 @@ def test_save_load_and_pickle_leave_D_out(tmp_path):
     fit(learn, 1, 1e-3)
     learn.save('g')
     w = state(learn.model)
-    G2, _ = nets()
-    learn2 = Learner(make_dls(data), G2, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(), path=tmp_path)
+    G2, D2 = nets()   # a plain Learner saves and loads D too (it becomes an `AdversarialLearner`): one of D's architecture to load into
+    learn2 = Learner(make_dls(data), G2, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D2), path=tmp_path)
     learn2.load('g')
     assert_close(state(learn2.model), w, 0)
+    assert_close(state(D2), state(learn.pix2pix_trainer.discriminator), 0)
     t = pickle.loads(pickle.dumps(learn.pix2pix_trainer))
     assert t.discriminator is None and t.d_opt is None and t.lambda_l1 == 100.
     t.export_discriminator = False
