@@ -115,7 +115,7 @@ class Pix2pixHDTrainer(AdversarialTrainer):
             if self.vgg_loss is not None: losses.append(self.vgg_loss(fake, B) * self.lambda_feat)
         bad = self.step_g(sum(losses))
         self.d_requires_grad(True)
-        self.d_opt.zero_grad()
+        self.d_zero_grad()   # (at a sum's first batch only, with fastai's GradientAccumulation)
         bad = self.step_d(0.5 * (d_fake + d_real)) | bad   # skipped: a flag on the device
         self.end_iteration(bad, (*losses, d_real, d_fake), epoch, num_batch, d_stats)
 

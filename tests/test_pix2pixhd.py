@@ -621,3 +621,12 @@ def test_two_processes_train_one_model(tmp_path):
         assert any(not torch.equal(i0[k][n], i1[k][n]) for n in i0[k])   # they started apart
         assert any(not torch.equal(s0[k][n], i0[k][n]) for n in s0[k])   # and trained
     assert str(s0['d_opt']) == str(s1['d_opt']) and str(s0['opt']) == str(s1['opt'])
+
+def test_fastai_gradient_accumulation_steps_g_and_d_together():
+    "With fastai's `GradientAccumulation(n_acc=4)` on batches of 2, G and D step once every 2 batches: 2 steps for 4 batches"
+    from fastai.callback.training import GradientAccumulation
+    G, D = hd_nets(5)
+    learn = pix2pixhd_learner(hd_dls(hd_batches(n=4)), G, D, cbs=GradientAccumulation(n_acc=4), trainer_kwargs=dict(vgg=False))
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    steps = lambda o: {int(s['step']) for s in o.opt.state.values()}
+    assert steps(learn.opt) == {2} and steps(learn.pix2pixhd_trainer.d_opt) == {2}
