@@ -37,5 +37,10 @@ from .interop import *
 from .state_dicts import *
 from .model_folder import *
 from .distributed import *
-from . import core, models, losses, images, samples, loader, data, optim, progress, steps, precision, guard, loss_log, discriminators, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed
-__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, steps, precision, guard, loss_log, discriminators, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed) for n in m.__all__))
+from .swd_metric import *
+from .augment import *
+from .ema import *
+from .regularize import *
+from .stabilizers import *
+from . import core, models, losses, images, samples, loader, data, optim, progress, steps, precision, guard, loss_log, discriminators, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed, swd_metric, augment, ema, regularize, stabilizers
+__all__ = list(dict.fromkeys(n for m in (core, models, losses, images, samples, loader, data, optim, progress, steps, precision, guard, loss_log, discriminators, gan, learner, pix2pix, cyclegan, cut, checkpoint, safety, inference, show, checks, runs, cli, metrics, interop, state_dicts, model_folder, distributed, swd_metric, augment, ema, regularize, stabilizers) for n in m.__all__))

@@ -18,6 +18,7 @@ from . import __version__
 from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
 from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
 from .runs import train_runs, train, Interrupted, how_stopped, after_fit_interrupted, run_ended
+from .stabilizers import recipes
 
 # %% auto #0
 __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
@@ -109,7 +110,7 @@ def _parser():
                    'an image grid per epoch (default: none)')
     w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
     w.add_argument('--val-every', type=int, default=1, help='validate after every N epochs (and after the last)')
-    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
+    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'swd', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
@@ -126,6 +127,18 @@ def _parser():
     u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help='the NCE identity term on G(B) (default on for cut, off for fastcut)')
     u.add_argument('--num-patches', type=int, help='locations PatchNCE samples per layer (default 256)')
     u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help='flip half of the inputs (default off for cut, on for fastcut)')
+    s = t.add_argument_group('stabilizers', "beyond the papers' training, for every --model (the options given win over --recipe's)")
+    s.add_argument('--recipe', choices=tuple(recipes), default='paper', help="paper: the paper's training, unchanged; "
+                   "modern: --ema --diffaugment --r1 1 (see benchmarks/README.md for what each measured)")
+    s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
+                   "with ramp-up): validation, sample grids and the written generator use it")
+    s.add_argument('--r1', type=float, metavar='GAMMA', help='weight of the lazy R1 penalty at real images (off: 0)')
+    s.add_argument('--r2', type=float, metavar='GAMMA', help='weight of the lazy R2 penalty at generated images (off: 0)')
+    s.add_argument('--reg-interval', type=int, metavar='N', help='D steps between two penalty steps (default 16)')
+    s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
+                   help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
+    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions")
+    s.add_argument('--swd', action='store_true', default=None, help='a validation SWD column after each epoch (--keep-best swd adds it)')
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')

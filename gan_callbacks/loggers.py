@@ -16,6 +16,7 @@ from .gan import find_trainer, in_fit
 from .inference import generator, run_generator
 from .distributed import rank_distrib, unwrap
 from .show import three_channels
+from .ema import averaged, find_ema
 
 # %% auto #0
 __all__ = ['image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop']
@@ -163,6 +164,10 @@ def _this_epoch(cb):
 
 def _host_copy(model): return {k: v.detach().to('cpu', copy=True) for k, v in unwrap(model).state_dict().items()}
 
+def _kept_copy(learn):
+    "A host copy of the weights `learn` keeps: the generator's moving average, if it has one"
+    with averaged(learn) as m: return _host_copy(m)
+
 class KeepBest(TrackerCallback):
     "Keep a copy of the model's weights at its best validation of `monitor` (`best_epoch`, `best`); `export_best` writes it as `learn.export` does"
     order = TrackerCallback.order + 1
@@ -179,11 +184,12 @@ class KeepBest(TrackerCallback):
         super().after_epoch()
         self._judged = self.epoch
         if self.new_best:   # a copy on the host, once per improvement
-            self.best_epoch, self.best_state = self.epoch, _host_copy(self.learn.model)
+            self.best_epoch, self.best_state = self.epoch, _kept_copy(self.learn)
 
     def resume_state(self):
         "What a checkpoint saved now keeps: the best after this epoch; its weights only if they are not the checkpoint's own"
         best, improved = _this_epoch(self)
+        if improved and find_ema(self.learn) is not None: return dict(best=best, best_epoch=self.epoch, best_state=_kept_copy(self.learn), best_is_model=False)
         if improved: return dict(best=best, best_epoch=self.epoch, best_state=None, best_is_model=True)
         return dict(best=best, best_epoch=self.best_epoch, best_state=self.best_state, best_is_model=False)
 
