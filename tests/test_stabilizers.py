@@ -194,3 +194,25 @@ def test_recipe_paper_is_the_learner_without_options():
     assert t.stabilizers.lazy is None and not t.stabilizers.diffaugment and not t.spectral_norm
     assert not any(isinstance(cb, GeneratorEMA) for cb in learn.cbs)
     with pytest.raises(ValueError, match="recipe must be one of 'paper', 'modern'"): pix2pix_learner(paired_dls(), recipe='2024')
+
+
+# --- the command line
+
+def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path):
+    import json, csv
+    from fastai.learner import load_learner
+    from gan_callbacks.cli import main
+    from gan_callbacks.samples import sample_pairs
+    data = sample_pairs(tmp_path/'sample', n_train=8, n_valid=2, size=32)
+    out = tmp_path/'run'
+    main([str(a) for a in ['train', '--data', data, '--out', out, '--epochs', 1, '--epochs-decay', 1, '--bs', 4, '--load-size', 36,
+                           '--crop-size', 32, '--ngf', 8, '--lr', 1e-3, '--n-samples', 2, '--recipe', 'modern', '--spectral-norm',
+                           '--reg-interval', 2, '--keep-best', 'swd']])
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    assert len(rows) == 2 and all(float(r['swd']) > 0 for r in rows)
+    s = json.loads((out/'summary.json').read_text())
+    assert s['best']['metric'] == 'swd' and s['best']['score'] == min(float(r['swd']) for r in rows)
+    learn = load_learner(out/'generator.pkl', cpu=True)
+    ema = next(cb for cb in learn.cbs if isinstance(cb, GeneratorEMA))
+    assert all(torch.equal(p, e) for p, e in zip(learn.model.parameters(), ema.averages))   # the written generator is the average
+    assert (out/'best_generator.pkl').exists()
