@@ -124,7 +124,12 @@ def main():
     p.add_argument('--threads', type=int, default=1)
     p.add_argument('--data-dir', default='quality_data', help='where the samples are built (once)')
     p.add_argument('--out', default='quality.json', help='every run, as JSON')
+    p.add_argument('--summarize', metavar='LOG', help="only print the tables of the runs printed in LOG (one JSON line per run)")
     a = p.parse_args()
+    if a.summarize:
+        rows = [json.loads(l) for l in Path(a.summarize).read_text().splitlines() if l.startswith('{')]
+        for model in dict.fromkeys(r['model'] for r in rows): print('\n' + summarize(rows, model, list(VARIANTS)))
+        return
     a.load_size = a.load_size or a.size * 9 // 8
     torch.set_num_threads(a.threads)
     d = Path(a.data_dir)
