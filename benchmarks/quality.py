@@ -22,6 +22,7 @@ warnings.filterwarnings('ignore')
 
 import torch
 from fastai.torch_core import set_seed
+from fastai.callback.core import Callback
 from gan_callbacks.samples import sample_pairs, sample_unpaired
 from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
 from gan_callbacks.models import UnetGenerator, ResnetGenerator
@@ -92,6 +93,29 @@ def one(a, model, data, variant, seed):
     return dict(model=model, variant=variant, seed=seed, seconds=secs, sec_per_iter=secs / n_iter, skipped=t.n_skipped,
                 diverged=diverged, why=stopped, **res)
 
+class BatchTimes(Callback):
+    "Wall seconds of each training batch, from its start to the end of the trainer's updates and the average's"
+    order = 90
+    def before_fit(self): self.times = []
+    def before_batch(self): self.t0 = time.perf_counter()
+    def after_batch(self):
+        if self.training: self.times.append(time.perf_counter() - self.t0)
+
+def speed(a, model, data, variants, rounds):
+    "Median seconds per training iteration of each variant (first 2 batches of a fit left out), variants interleaved, order reversed every round"
+    times = {v: [] for v in variants}
+    for r in range(rounds):
+        for v in (variants if r % 2 == 0 else variants[::-1]):
+            recipe, opts = VARIANTS[v]
+            set_seed(r)
+            learn = (pix2pix_run if model == 'pix2pix' else cyclegan_run)(a, data, recipe, opts)
+            if a.bf16: learn.to_bf16()
+            bt = BatchTimes()
+            with learn.no_bar(), learn.no_logging(): learn.fit(1, a.lr, cbs=bt)
+            times[v] += bt.times[2:]
+    base = statistics.median(times[variants[0]])
+    return {v: (statistics.median(t), statistics.median(t) / base) for v, t in times.items()}
+
 def summarize(rows, model, variants):
     def ms(vals):
         vals = [v for v in vals if v is not None and not math.isnan(v)]
@@ -124,6 +148,8 @@ def main():
     p.add_argument('--threads', type=int, default=1)
     p.add_argument('--data-dir', default='quality_data', help='where the samples are built (once)')
     p.add_argument('--out', default='quality.json', help='every run, as JSON')
+    p.add_argument('--speed', type=int, metavar='ROUNDS', help='only time one epoch per variant, ROUNDS interleaved rounds: '
+                   'median seconds per iteration and the ratio to the first variant')
     p.add_argument('--summarize', metavar='LOG', help="only print the tables of the runs printed in LOG (one JSON line per run)")
     a = p.parse_args()
     if a.summarize:
@@ -135,6 +161,12 @@ def main():
     d = Path(a.data_dir)
     data = {'pix2pix': sample_pairs(d/f'pairs_{a.size}_{a.n_train}', n_train=a.n_train, n_valid=a.n_valid, size=a.load_size),
             'cyclegan': sample_unpaired(d/f'unpaired_{a.size}_{a.n_train}', n_train=a.n_train, n_test=a.n_valid, size=a.load_size)}
+    if a.speed:
+        for model in a.models:
+            res = speed(a, model, data[model], a.variants, a.speed)
+            print(f"\n{model}, {a.size}px, bs {a.bs}, ngf {a.ngf}: seconds per training iteration (median), ratio to {a.variants[0]}")
+            for v, (t, ratio) in res.items(): print(f"  {v:<14} {t*1e3:8.1f} ms  {ratio:.2f}x")
+        return
     rows = []
     for model in a.models:
         for seed in a.seeds:
