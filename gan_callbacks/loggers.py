@@ -29,8 +29,8 @@ def image_rows(*cols):
 
 @torch.no_grad()
 def _translate(learn, x, direction='AtoB', test_mode='eval'):
-    "`learn`'s generator for `direction` on `x` in `test_mode`, random generators untouched"
-    with torch.random.fork_rng(devices=[]):
+    "`learn`'s generator (its moving average, if kept) for `direction` on `x` in `test_mode`, random generators untouched"
+    with torch.random.fork_rng(devices=[]), averaged(learn):
         G = generator(learn, direction)
         return run_generator(G, x.to(next(G.parameters()).device), test_mode)
 
