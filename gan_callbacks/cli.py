@@ -127,17 +127,17 @@ def _parser():
     u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help='the NCE identity term on G(B) (default on for cut, off for fastcut)')
     u.add_argument('--num-patches', type=int, help='locations PatchNCE samples per layer (default 256)')
     u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help='flip half of the inputs (default off for cut, on for fastcut)')
-    s = t.add_argument_group('stabilizers', "beyond the papers' training, for every --model (the options given win over --recipe's)")
+    s = t.add_argument_group('stabilizers', "beyond the papers' training, for every model; each option given wins over the recipe's")
     s.add_argument('--recipe', choices=tuple(recipes), default='paper', help="paper: the paper's training, unchanged; "
                    "modern: --ema --diffaugment --r1 1 (see benchmarks/README.md for what each measured)")
     s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
-                   "with ramp-up): validation, sample grids and the written generator use it")
-    s.add_argument('--r1', type=float, metavar='GAMMA', help='weight of the lazy R1 penalty at real images (off: 0)')
-    s.add_argument('--r2', type=float, metavar='GAMMA', help='weight of the lazy R2 penalty at generated images (off: 0)')
+                   "with ramp-up): validation, sample grids and the written generator use it (default: off; on in --recipe modern)")
+    s.add_argument('--r1', type=float, metavar='GAMMA', help='weight of the lazy R1 penalty at real images (default: 0, off; 1 in --recipe modern)')
+    s.add_argument('--r2', type=float, metavar='GAMMA', help='weight of the lazy R2 penalty at generated images (default: 0, off)')
     s.add_argument('--reg-interval', type=int, metavar='N', help='D steps between two penalty steps (default 16)')
     s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
                    help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
-    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions")
+    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions (default: off)")
     s.add_argument('--swd', action='store_true', default=None, help='a validation SWD column after each epoch (--keep-best swd adds it)')
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
