@@ -216,3 +216,35 @@ def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path)
     ema = next(cb for cb in learn.cbs if isinstance(cb, GeneratorEMA))
     assert all(torch.equal(p, e) for p, e in zip(learn.model.parameters(), ema.averages))   # the written generator is the average
     assert (out/'best_generator.pkl').exists()
+
+
+def test_keep_best_keeps_the_average_and_resumes_as_uninterrupted(tmp_path):
+    "With a moving average, the best weights are the average's, also when the best epoch is the checkpoint's own"
+    import numpy as np
+    from fastai.metrics import ValueMetric
+    from gan_callbacks.loggers import KeepBest
+    from gan_callbacks.ema import averaged
+    scores = [0.5, 0.3, 0.6, 0.4]
+    seen = {}
+    class AtBest(Callback):
+        order = 70   # after `KeepBest`: the average at the best epoch, by hand
+        def after_epoch(self):
+            if self.epoch == 1:
+                seen['trained'] = sd(self.learn.model)
+                with averaged(self.learn) as m: seen[self.learn.path] = sd(m)
+    def fit(path, interrupt=None, resume=False):
+        learn = p2p(path, cbs=[GeneratorEMA(ema_kimg=0.01), AtBest()])
+        learn.metrics = [ValueMetric(lambda: scores[learn.epoch], 'score')]
+        keep = KeepBest('score', comp=np.less)
+        cbs = [GANCheckpoint(resume=resume), keep] + ([Interrupt(epoch=interrupt, batch=1)] if interrupt is not None else [])
+        with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+            warnings.simplefilter('ignore'); learn.fit(4, 1e-3, cbs=cbs)
+        return learn, keep
+    ref, keep0 = fit(tmp_path/'ref')
+    assert keep0.best_epoch == 1
+    avg = seen[ref.path]
+    assert all(torch.equal(keep0.best_state[k], avg[k].cpu()) for k in avg)
+    assert not all(torch.equal(keep0.best_state[k], v) for k, v in seen['trained'].items())   # not the training weights
+    with pytest.raises(KeyboardInterrupt): fit(tmp_path/'cut', interrupt=2)
+    _, keep = fit(tmp_path/'cut', resume=True)   # resumed from epoch 1, the best
+    assert keep.best_epoch == 1 and all(torch.equal(keep.best_state[k], keep0.best_state[k]) for k in avg)
