@@ -25,6 +25,7 @@ from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
 from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
 from .runs import train_runs, train, defaults_of
 from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_ended
+from .stabilizers import Stabilizers, recipes
 
 # %% auto #0
 __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
@@ -98,6 +99,7 @@ def _by_mode(arg, show=str):
 def _on(b): return 'on' if b else 'off'
 
 _defaults = {f.__name__: defaults_of(f) for f in (train, translate, export_generator, app, evaluate_cmd)}   # the commands' defaults, where they are stated
+_stab = defaults_of(Stabilizers)   # the stabilizers' defaults
 
 def _parser():
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
@@ -135,7 +137,7 @@ def _parser():
                    'an image grid per epoch (default: none)')
     w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
     w.add_argument('--val-every', type=int, default=_defaults['train'].val_every, help='validate after every N epochs (and after the last)')
-    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
+    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'swd', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
@@ -153,6 +155,18 @@ def _parser():
     u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help=f"the NCE identity term on G(B) (default {_by_mode('nce_idt', _on)})")
     u.add_argument('--num-patches', type=int, help=f"locations PatchNCE samples per layer (default {_by_model('num_patches')})")
     u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help=f"flip half of the inputs (default {_by_mode('flip_equivariance', _on)})")
+    s = t.add_argument_group('stabilizers', "beyond the papers' training, for every model; each option given wins over the recipe's")
+    s.add_argument('--recipe', choices=tuple(recipes), default=_defaults['train'].recipe, help="paper: the paper's training, unchanged; "
+                   "modern: --ema --diffaugment --r1 1 (see benchmarks/README.md for what each measured)")
+    s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
+                   "with ramp-up): validation, sample grids and the written generator use it (default: off; on in --recipe modern)")
+    s.add_argument('--r1', type=float, metavar='GAMMA', help=f"weight of the lazy R1 penalty at real images (default: {_stab.r1_gamma:g}, off; {recipes['modern']['r1_gamma']:g} in --recipe modern)")
+    s.add_argument('--r2', type=float, metavar='GAMMA', help=f"weight of the lazy R2 penalty at generated images (default: {_stab.r2_gamma:g}, off)")
+    s.add_argument('--reg-interval', type=int, metavar='N', help=f"D steps between two penalty steps (default {_stab.reg_interval})")
+    s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
+                   help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
+    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions (default: off)")
+    s.add_argument('--swd', action='store_true', default=None, help='a validation SWD column after each epoch (--keep-best swd adds it)')
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')

@@ -21,6 +21,7 @@ from .precision import FitPrecision, speed_up, to_channels_last
 from .guard import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers
 from .loss_log import LossLog, track_losses
 from .discriminators import Discriminators
+from .stabilizers import Stabilizers
 # still importable from here, where they lived before the trainer's parts had modules of their own
 from .guard import NonFiniteError, restore_if
 from .loss_log import direct_trackers
@@ -85,13 +86,19 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
                  check_grads:bool=False,   # also skip updates whose gradient norm is not finite (one more pass over them)
                  channels_last:bool=False, # networks and batches in channels_last memory format
                  compile:bool=False,       # `torch.compile` the networks' forward (in place, for the fit)
-                 export_discriminator:bool=False): # keep the discriminators and their optimizer in `learn.export`
+                 export_discriminator:bool=False, # keep the discriminators and their optimizer in `learn.export`
+                 diffaugment:str|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout' (see `stabilizers`)
+                 r1_gamma:float=0.,        # weight of the lazy R1 penalty (at the reals; 0: off)
+                 r2_gamma:float=0.,        # weight of the lazy R2 penalty (at the fakes; 0: off)
+                 reg_interval:int=16,      # D steps between two penalty steps
+                 spectral_norm:bool=False): # spectral norm on the discriminators' convolutions
         if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
-        store_attr()
+        store_attr(but='diffaugment,r1_gamma,r2_gamma,reg_interval')
         super().__init__()
         self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(), LossLog(beta), HeldContexts(), False
         self.accumulation, self.fastai_clip = Accumulation(), None   # fastai's `GradientAccumulation` and `GradientClip`, read at each fit
         self.guard = NonFiniteGuard(max_nonfinite, who=type(self).__name__)
+        self.stabilizers, self.iteration_skipped = Stabilizers(diffaugment, r1_gamma, r2_gamma, reg_interval), None
 
     @property
     def cols(self): return self.g_cols + self.d_cols
@@ -147,6 +154,9 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))
         clip = first(cb for cb in self.learn.cbs if isinstance(cb, GradientClip))
         self.accumulation.reset(None if acc is None else acc.n_acc)
+        if acc is not None and self.stabilizers.lazy is not None:
+            raise ValueError(f"{type(self).__name__}: R1/R2 penalties take D steps of their own, which gradient accumulation "
+                             "would mix into the accumulated sum: use GradientAccumulation or r1_gamma/r2_gamma, not both")
         self.fastai_clip = None if clip is None else (clip.max_norm, clip.norm_type)
 
     def g_clip(self):
@@ -166,18 +176,31 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
 
     def step_d(self, loss):
         "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
-        follow_schedule(self.d_opt, self.learn, self.d_lr_mult)
+        follow_schedule(self.d_opt, self.learn, self.d_lr_mult, self.stabilizers.adjust())
         return self.accumulation.step('d', loss, self.d_opt, self.d_params(), self.precision.scaler('d'), self.clip_d, self.check_grads)
+
+    def d_input(self, x, n_cond:int=0):
+        "`x` as D sees it in training: augmented with `diffaugment` if asked (the first `n_cond` channels a condition)"
+        return self.stabilizers.augment(x, n_cond) if self.training else x
+
+    def d_regularize(self, *ds):
+        "After a D update, on due D steps: a D step on the lazy R1/R2 penalty of each `(D, real, fake[, cond])`, outside autocast; its skipped flag, or `False`"
+        loss = self.stabilizers.penalty(*ds)
+        if loss is None: return False
+        self.d_opt.zero_grad()
+        return self.step_d(loss)
 
     def end_iteration(self, bad, losses, epoch:int, batch:int, *stats):
         "After the updates: a skipped iteration leaves no trace (`stats`: `norm_stats` copies of the discriminators), the losses are logged, the flag counted"
         forget_if(self.learn, bad, self._g_stats, *stats)
+        self.iteration_skipped = bad   # for the callbacks after the trainer (`GeneratorEMA`)
         self.loss_log.log(bad, *losses)
         self.guard.count(self.learn, bad, epoch, batch)
 
     def state_dict(self):
         "The discriminators, their optimizer, the loss scalers, the smoothed losses and the non-finite counts"
-        return {**self.discriminators_state(), **self.precision.state_dict(), **self.loss_log.state_dict(), **self.guard.state_dict()}
+        return {**self.discriminators_state(), **self.precision.state_dict(), **self.loss_log.state_dict(), **self.guard.state_dict(),
+                **self.stabilizers.state_dict()}
 
     def load_state_dict(self, sd, with_opt:bool=True):
         "Continue from `state_dict()`, building missing discriminators first (scaler states go to the scalers of an fp16 fit)"
@@ -185,6 +208,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         self.precision.load_state_dict(sd)
         self.loss_log.load_state_dict(sd, learner_device(self.learn))
         self.guard.load_state_dict(sd)
+        self.stabilizers.load_state_dict(sd)
 
     def _snapshot(self):
         "A copy of the whole state, and which discriminators and optimizer did not exist yet"
@@ -203,6 +227,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
     def __getstate__(self):
         state = StateDictCallback.__getstate__(self)
         for k in ('_g_stats', '_lr_find_state'): state.pop(k, None)
+        state['iteration_skipped'] = None
         state['_plists'] = {}
         if not self.export_discriminator:
             for k in (*self.d_names, 'd_opt'): state[k] = None

@@ -74,12 +74,13 @@ class Accumulation:
         return bad
 
 # %% ../nbs/04f_steps.ipynb #21c6787b
-def follow_schedule(opt, learn, lr_mult:float=1.):
-    "Give optimizer `opt` the lr (times `lr_mult`), mom and wd of `learn`'s optimizer for this batch, where they differ"
+def follow_schedule(opt, learn, lr_mult:float=1., adjust=None):
+    "Give optimizer `opt` the lr (times `lr_mult`), mom and wd of `learn`'s optimizer for this batch, where they differ; `adjust` (e.g. `lazy_hypers`) changes them, and sqr_mom with them, first"
     g, d = learn.opt.hypers[-1], opt.hypers[0]
-    for k in ('lr', 'mom', 'wd'):
-        if k not in g or k not in d: continue
-        v = float(g[k] * lr_mult if k == 'lr' else g[k])
+    keys = ('lr', 'mom', 'wd') + (('sqr_mom',) if adjust is not None else ())
+    want = {k: float(g[k] * lr_mult if k == 'lr' else g[k]) for k in keys if k in g and k in d}
+    if adjust is not None: want = adjust(want)
+    for k, v in want.items():
         if d[k] != v: opt.set_hyper(k, v)   # most batches: unchanged
 
 def learner_device(learn):
