@@ -10,6 +10,8 @@ from pathlib import Path
 # fastai scripts a few functions at import; the deprecation is not something a user of the command can act on
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 from .safety import CheckpointError, stop_on_sigterm
+from .gan import NonFiniteError
+from .checkpoint import WeightsNotFinite
 from .inference import translate_file, image_exts, translate_preprocesses, test_modes
 from .metrics import evaluate
 from .state_dicts import InteropError
@@ -112,6 +114,8 @@ def _parser():
     w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
+    w.add_argument('--nonfinite-patience', type=int, metavar='N', help='stop a diverged run after N epochs in a row whose weights are not '
+                   'finite (NaN, infinity), keeping the last good checkpoint; a last epoch always counts (default 1)')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
@@ -215,6 +219,7 @@ def main(argv=None):
         with stop_on_sigterm():
             run(**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
+    except (NonFiniteError, WeightsNotFinite) as e: p.exit(1, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")   # a diverged run
     except (CheckpointError, OSError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")
     except Interrupted as e:   # Ctrl-C or SIGTERM: one line, and the shell's exit code for the signal
         hint = f"; resume with: {resume_command(launch_argv(argv), e.resume)}" if e.resume else ''

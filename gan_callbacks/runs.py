@@ -16,8 +16,8 @@ from .models import UnetGenerator, ResnetGenerator, init_weights
 from .pix2pix import pix2pix_learner, unet_depth
 from .cyclegan import cyclegan_learner
 from .cut import cut_learner, cut_modes
-from .checkpoint import GANCheckpoint, find_checkpoint
-from .safety import Terminated, signals_deferred
+from .checkpoint import GANCheckpoint, find_checkpoint, export_learner
+from .safety import Terminated, signals_deferred, atomic_write
 from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
                                 is_deep_folder, deep_dataloaders, bit_depth)
 from .inference import from_pil, translate_batch
@@ -83,7 +83,7 @@ def _write_generator(learn):
     "The generator files `train` writes (a model folder and fastai's export), when stopped after the last epoch"
     out, t = Path(learn.path), next((cb for cb in learn.cbs if hasattr(cb, 'test_mode')), None)
     learn.logger = print   # the stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
-    learn.export('generator.pkl')
+    export_learner(learn, 'generator.pkl')
     write_model_folder(learn.model, out/'generator', dict(size=learn.dls.crop_size, test_mode=getattr(t, 'test_mode', 'eval')))
     return out/'generator'
 
@@ -144,7 +144,7 @@ def _wandb_logger(out, model, n_samples, config):
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=1, load_size=286, crop_size=256,
           lr=2e-4, ngf=64, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
-          keep_best=None, early_stop=None, **options):
+          keep_best=None, early_stop=None, nonfinite_patience=1, **options):
     "Train `model` (pix2pix, cyclegan) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
@@ -162,7 +162,8 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     _set_precision(learn, precision)
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
-    ckpt, keep = GANCheckpoint(resume=resume), keep_best and KeepBest(monitor)
+    if nonfinite_patience < 1: raise CLIError(f"--nonfinite-patience must be at least 1, got {nonfinite_patience}")
+    ckpt, keep = GANCheckpoint(resume=resume, patience=nonfinite_patience), keep_best and KeepBest(monitor)
     cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
     cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
@@ -173,12 +174,12 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     finally:
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
-    learn.export('generator.pkl')
+    export_learner(learn, 'generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
     if keep and keep.export_best('best_generator.pkl'):
         summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
         lines.append(f"  best_generator.pkl  the generator of epoch {keep.best_epoch + 1}, the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
-    (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
     write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=run.test_mode, normalization=dict(bit_depth=bits)),

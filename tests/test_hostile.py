@@ -1,0 +1,231 @@
+"Hostile but realistic use: nothing already written is lost, no small file exhausts memory, every refusal is one line. Each case is a row of the table in nbs/05c_safety.ipynb."
+import contextlib, io, json, os, resource, shutil, subprocess, sys
+from pathlib import Path
+import numpy as np
+import pytest, torch
+from PIL import Image
+from gan_callbacks.cli import main
+from gan_callbacks.samples import sample_pairs
+from gan_callbacks.models import ResnetGenerator
+from gan_callbacks.model_folder import write_model_folder
+from gan_callbacks.interop import load_generator
+from gan_callbacks.safety import CheckpointWriteError
+
+def run(argv):
+    try: main([str(a) for a in argv]); return 0
+    except SystemExit as e: return e.code
+
+def one_line(err):
+    "The one line a command printed to stderr (warnings aside)"
+    lines = [l for l in err.strip().splitlines() if l.startswith('gan_callbacks ')]
+    assert len(lines) == 1 and 'Traceback' not in err, err
+    return lines[0]
+
+TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]
+
+@pytest.fixture(scope='module')
+def tiny(tmp_path_factory):
+    return sample_pairs(tmp_path_factory.mktemp('home')/'sample', n_train=8, n_valid=2, size=32)
+
+@pytest.fixture(scope='module')
+def trained(tiny, tmp_path_factory):
+    out = tmp_path_factory.mktemp('run')
+    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 0
+    return out
+
+LIMITED = '''
+import contextlib, io, json, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, ({mem}, {mem}))
+{more}
+from gan_callbacks.cli import main
+res = []
+for argv in json.loads(sys.argv[1]):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        try: main(argv); code = 0
+        except SystemExit as e: code = e.code
+        except BaseException as e: code = 'raised'; err.write(f"Traceback: {{type(e).__name__}}: {{str(e)[:300]}}")
+    res.append((code, err.getvalue()))
+print('RESULTS ' + json.dumps(res))
+'''
+
+def limited(*argvs, mem=4 * 2**30, more='', timeout=600):
+    "Run each command line of `argvs` in a fresh process limited to `mem` bytes of address space: [(exit code, stderr)]"
+    p = subprocess.run([sys.executable, '-c', LIMITED.format(mem=mem, more=more), json.dumps([[str(a) for a in v] for v in argvs])],
+                       capture_output=True, text=True, timeout=timeout, env=dict(os.environ, OMP_NUM_THREADS='1', PYTHONDONTWRITEBYTECODE='1'))
+    out = [l for l in p.stdout.splitlines() if l.startswith('RESULTS ')]
+    assert p.returncode == 0 and out, p.stderr[-3000:]
+    return json.loads(out[-1][8:])
+
+def files(d):
+    "Every file under `d` with its bytes"
+    return {str(f.relative_to(d)): f.read_bytes() for f in sorted(Path(d).rglob('*')) if f.is_file()}
+
+
+# --- 1. a model folder's other files are kept
+
+def test_export_into_a_model_folder_keeps_its_other_files(trained, tiny, tmp_path):
+    folder = tmp_path/'generator'
+    shutil.copytree(trained/'generator', folder)
+    (folder/'NOTES.txt').write_text('mine'); (folder/'results').mkdir(); (folder/'results'/'a.txt').write_text('kept')
+    assert run(['export', '--model', folder, '--format', 'folder', '--out', folder]) == 0
+    assert (folder/'NOTES.txt').read_text() == 'mine' and (folder/'results'/'a.txt').read_text() == 'kept'
+    load_generator(folder, device='cpu')
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith('.')]   # no temporary folder left
+    # training again into the same --out replaces OUT/generator/ the same way
+    out = tmp_path/'run'
+    shutil.copytree(trained, out)
+    (out/'generator'/'NOTES.txt').write_text('mine too')
+    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 0
+    assert (out/'generator'/'NOTES.txt').read_text() == 'mine too'
+
+def test_a_failed_replacement_puts_everything_back(tmp_path, monkeypatch):
+    G = ResnetGenerator(ngf=4, n_blocks=1)
+    folder = write_model_folder(G, tmp_path/'m', sample=False)
+    (folder/'NOTES.txt').write_text('mine')
+    before = files(folder)
+    real, calls = os.replace, []
+    def flaky(a, b):
+        calls.append((a, b))
+        if str(a).endswith('.tmp') and Path(b) == folder: raise OSError(5, 'Input/output error')   # the new folder cannot take its place
+        return real(a, b)
+    monkeypatch.setattr(os, 'replace', flaky)
+    with pytest.raises(OSError): write_model_folder(ResnetGenerator(ngf=4, n_blocks=2), folder, sample=False)
+    monkeypatch.undo()
+    assert files(folder) == before and calls
+    assert sorted(p.name for p in tmp_path.iterdir()) == ['m']
+
+
+# --- 4. a full disk: one line, the old files kept
+
+def half_write(fn, exc):
+    Path(fn).write_bytes(b'half a file'); raise exc
+
+def test_full_disk_while_a_model_folder_is_written(tmp_path, monkeypatch):
+    import safetensors, safetensors.torch
+    folder = write_model_folder(ResnetGenerator(ngf=4, n_blocks=1), tmp_path/'m', sample=False)
+    before = files(folder)
+    monkeypatch.setattr(safetensors.torch, 'save_file', lambda sd, fn, metadata=None: half_write(
+        fn, safetensors.SafetensorError('Error while serializing: IoError(Os { code: 28, kind: StorageFull, message: "No space left on device" })')))
+    with pytest.raises(CheckpointWriteError, match=f'^Cannot write {folder}: No space left on device'):
+        write_model_folder(ResnetGenerator(ngf=4, n_blocks=2), folder, sample=False)
+    assert files(folder) == before and sorted(p.name for p in tmp_path.iterdir()) == ['m']
+
+def test_full_disk_while_the_generator_is_exported(trained, tiny, tmp_path, monkeypatch, capsys):
+    from fastai.learner import Learner
+    out = tmp_path/'run'
+    shutil.copytree(trained, out)
+    before = (out/'generator.pkl').read_bytes()
+    monkeypatch.setattr(Learner, 'export', lambda self, fname='export.pkl', **kw: half_write(self.path/fname, OSError(28, 'No space left on device')))
+    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"Cannot write {out/'generator.pkl'}: No space left on device" in line, line
+    assert (out/'generator.pkl').read_bytes() == before and not list(out.glob('.generator.pkl.*'))
+
+def test_a_file_size_limit_while_exporting_is_one_line(trained, tmp_path):
+    "A real write error from the safetensors writer (a file-size limit stands in for a full disk): one line, exit 2, the folder as it was"
+    folder = tmp_path/'generator'
+    shutil.copytree(trained/'generator', folder)
+    before = files(folder)
+    (code, err), = limited(['export', '--model', folder, '--format', 'folder', '--out', folder],
+                          more="resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))")
+    assert code == 2 and one_line(err).startswith(f'gan_callbacks export: error: Cannot write {folder}: '), err
+    assert files(folder) == before
+
+
+# --- 5. a stranger's model folder: checked against the weights' header before anything is built
+
+def edited(src, dst, **cfg_changes):
+    shutil.copytree(src, dst)
+    cfg = json.loads((dst/'config.json').read_text())
+    for k, v in cfg_changes.items():
+        if k.startswith('args_'): cfg['args'][k[5:]] = v
+        else: cfg[k] = v
+    (dst/'config.json').write_text(json.dumps(cfg))
+    return dst
+
+def test_a_strangers_model_folder_is_checked_before_it_is_built(tmp_path):
+    src = write_model_folder(ResnetGenerator(ngf=4, n_blocks=1), tmp_path/'m', sample=False)
+    Image.new('RGB', (32, 32)).save(tmp_path/'in.png')
+    cases = {'ngf': (edited(src, tmp_path/'ngf', args_ngf=10**4), 'ngf=10000 (the weights have 4)'),
+             'huge_ngf': (edited(src, tmp_path/'huge', args_ngf=10**6), 'ngf=1000000 (the weights have 4)'),
+             'blocks': (edited(src, tmp_path/'blocks', args_n_blocks=10**5), 'n_blocks=100000 (the weights have 1)'),
+             'negative': (edited(src, tmp_path/'neg', args_ngf=-4), 'ngf=-4'),
+             'test_mode': (edited(src, tmp_path/'tm', test_mode='rm -rf'), "test_mode is 'rm -rf', expected one of paper, eval"),
+             'multiple': (edited(src, tmp_path/'mul', multiple=0), 'multiple is 0')}
+    deep = shutil.copytree(src, tmp_path/'deep')
+    (deep/'config.json').write_text('[' * 100_000 + ']' * 100_000)
+    cases['deep'] = (deep, 'config.json: not a JSON file')
+    header = shutil.copytree(src, tmp_path/'header')
+    data = (header/'model.safetensors').read_bytes()
+    (header/'model.safetensors').write_bytes((10**12).to_bytes(8, 'little') + data[8:])   # a header of a terabyte
+    cases['header'] = (header, 'cannot read it as safetensors')
+    shape = shutil.copytree(src, tmp_path/'shape')   # a tensor's shape that its bytes cannot hold
+    n = int.from_bytes(data[:8], 'little')
+    h = json.loads(data[8:8+n]); k = next(k for k in h if k != '__metadata__'); h[k]['shape'] = [10**6, 10**6]
+    hb = json.dumps(h).encode().ljust(n)
+    (shape/'model.safetensors').write_bytes(len(hb).to_bytes(8, 'little') + hb + data[8+n:])
+    cases['shape'] = (shape, 'cannot read it as safetensors')
+    res = limited(*[['translate', '--model', f, '--input', tmp_path/'in.png', '--output', tmp_path/f'o_{k}'] for k, (f, _) in cases.items()])
+    for (k, (f, msg)), (code, err) in zip(cases.items(), res):
+        assert code == 2, (k, code, err)
+        line = one_line(err)
+        assert line.startswith(f'gan_callbacks translate: error: {f}') and msg in line, (k, line)
+
+
+# --- 3. a diverged run stops, says so, and writes no generator
+
+def test_a_diverged_run_stops_and_keeps_what_was_good(tiny, tmp_path):
+    out = tmp_path/'o'
+    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 0   # a good run first: its generator and checkpoint
+    keep = {f: (out/f).read_bytes() for f in ('generator.pkl', 'generator/model.safetensors', 'checkpoints/gan_epoch0.pth')}
+    p = subprocess.run([sys.executable, '-m', 'gan_callbacks', 'train', '--data', str(tiny), '--out', str(out), *map(str, TINY), '--lr', '1e6',
+                        '--epochs', '2'], capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert p.returncode == 1, p.stderr[-3000:]
+    line = one_line(p.stderr)
+    assert 'the weights are not finite' in line and 'after epoch 1 of 2' in line and 'no generator written' in line, line
+    assert 'last good checkpoint is' in line
+    for f, b in keep.items(): assert (out/f).read_bytes() == b, f
+    assert not (out/'checkpoints'/'gan_epoch1.pth').exists()
+
+def test_non_finite_weights_are_refused_by_translate_and_resume(trained, tiny, tmp_path):
+    folder = shutil.copytree(trained/'generator', tmp_path/'nan')
+    from safetensors.torch import load_file, save_file
+    sd = load_file(folder/'model.safetensors'); k = next(iter(sd)); sd[k] = sd[k] * float('nan')
+    save_file(sd, folder/'model.safetensors', metadata={'format': 'pt'})
+    assert run(['translate', '--model', folder, '--input', tiny/'val', '--output', tmp_path/'t']) == 2
+    assert not (tmp_path/'t').exists() or not list((tmp_path/'t').iterdir())
+    ck = torch.load(next((trained/'checkpoints').glob('gan_epoch*.pth')), weights_only=True)
+    ck['model'] = {k: v * float('nan') if v.is_floating_point() else v for k, v in ck['model'].items()}
+    torch.save(ck, tmp_path/'nan.pth')
+    assert run(['train', '--data', tiny, '--out', tmp_path/'r', *TINY, '--resume', tmp_path/'nan.pth']) == 2
+
+def test_non_finite_weights_one_line(trained, tiny, tmp_path, capsys):
+    folder = shutil.copytree(trained/'generator', tmp_path/'nan')
+    from safetensors.torch import load_file, save_file
+    sd = load_file(folder/'model.safetensors'); k = next(iter(sd)); sd[k] = sd[k] * float('inf')
+    save_file(sd, folder/'model.safetensors', metadata={'format': 'pt'})
+    capsys.readouterr()
+    assert run(['translate', '--model', folder, '--input', tiny/'val', '--output', tmp_path/'t']) == 2
+    assert 'weights are not finite' in one_line(capsys.readouterr().err)
+
+
+# --- 7. edited or damaged checkpoints: one line
+
+def _drop_disc(ck): ck['trainer'].pop('discriminators')
+
+@pytest.mark.parametrize('edit, what', [
+    (lambda ck: ck.pop('opt'), 'opt is missing'),
+    (_drop_disc, 'trainer.discriminators is missing'),
+    (lambda ck: ck.update(rng=None), 'rng is missing'),
+    (lambda ck: ck.update(epoch='x'), 'epoch is a str, expected an integer'),
+    (lambda ck: ck['rng'].update(python=(3, 'x')), 'random states cannot be restored'),
+])
+def test_a_damaged_checkpoint_is_one_line(trained, tiny, tmp_path, capsys, edit, what):
+    ck = torch.load(next((trained/'checkpoints').glob('gan_epoch*.pth')), weights_only=True)
+    edit(ck)
+    torch.save(ck, tmp_path/'edited.pth')
+    capsys.readouterr()
+    assert run(['train', '--data', tiny, '--out', tmp_path/'r', *TINY, '--epochs', 2, '--resume', tmp_path/'edited.pth']) == 2
+    line = one_line(capsys.readouterr().err)
+    assert 'edited.pth is damaged or was edited' in line and what in line, line
