@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CLIError', 'make_out_dir', 'check_numbers', 'check_not_over_input', 'check_pickle', 'run_lock', 'hold_lock',
-           'release_locks']
+__all__ = ['CLIError', 'make_out_dir', 'check_numbers', 'check_not_over_input', 'check_apart', 'check_not_in_model_folder',
+           'check_pickle', 'run_lock', 'hold_lock', 'release_locks']
 
 # %% ../nbs/06a_checks.ipynb #a402c7e8
 class CLIError(Exception):
@@ -48,6 +48,21 @@ def check_not_over_input(files, output):
         o = out/f.name
         if o.resolve() == f.resolve() or (o.exists() and o.samefile(f)):
             raise CLIError(f"--output {output} would overwrite the input image {f}: choose another folder")
+
+def check_apart(data, out, data_arg='--data', out_arg='--out'):
+    "Refuse an output folder `out` inside folder `data` (the outputs would join the data) or holding it (resolved paths)"
+    d, o = Path(data).resolve(), Path(out).resolve()
+    if o == d or d in o.parents:
+        raise CLIError(f"{out_arg} {out} is inside {data_arg} {data}: what is written there would join the data; choose a folder outside it")
+    if o in d.parents: raise CLIError(f"{data_arg} {data} is inside {out_arg} {out}: choose an output folder that does not hold the data")
+
+def check_not_in_model_folder(output, arg='--output'):
+    "Refuse an `output` folder that is, or is inside, a model folder (a `config.json` naming gan_callbacks): its files are not for images"
+    o = Path(output).resolve()
+    for d in (o, *o.parents):
+        try: mine = json.loads((d/'config.json').read_text()).get('library_name') == 'gan_callbacks'
+        except (OSError, ValueError, AttributeError, RecursionError): mine = False
+        if mine: raise CLIError(f"{arg} {output} is {'inside ' if d != o else ''}the model folder {d}: choose another folder for the images")
 
 def check_pickle(model, trust_pickle=False):
     "Refuse a pickled `model` (`.pkl`) unless trusted: loading a pickle runs whatever code it holds"

@@ -18,7 +18,7 @@ from .state_dicts import InteropError
 from .interop import read_generator, export_generator, export_formats
 from . import __version__
 from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
-from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
+from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder
 from .runs import train_runs, train, Interrupted, how_stopped, after_fit_interrupted, run_ended
 
 # %% auto #0
@@ -39,8 +39,9 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(image_exts))})")
     check_not_over_input(files, output)
+    check_not_in_model_folder(output)
     check_pickle(model, trust_pickle)
-    G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
+    G, s = read_generator(model, trust_pickle=trust_pickle, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
         raise CLIError(f"--direction BtoA: {model} is a pix2pix generator, which translates A -> B only")
     output = make_out_dir(output)
@@ -63,6 +64,9 @@ def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligne
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
+    if Path(data).is_dir(): check_apart(data, out)   # the grids written there would be scored next time
+    if trust_pickle and Path(model).is_file() and Path(model).suffix.lower() != '.pkl':   # a .pth holding more than tensors
+        model = read_generator(model, size=None, trust_pickle=True, **({} if netG is None else dict(netG=netG)))[0]
     try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
     except (ValueError, OSError) as e: raise CLIError(str(e))
 
@@ -198,7 +202,7 @@ def resume_command(argv, ckpt):
 def _export(trust_pickle=False, **kwargs):
     "`export_generator` from the command line: a pickle only when trusted"
     check_pickle(kwargs['model'], trust_pickle)
-    return export_generator(**kwargs)
+    return export_generator(**kwargs, trust_pickle=trust_pickle)
 
 def _one_line(e):
     "The message of `CheckpointError` or `OSError` `e`, without fastai's line naming the callback it came through"

@@ -26,7 +26,7 @@ from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
 from .distributed import rank_distrib, setup_process, distrib_fit
-from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks
+from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart
 
 # %% auto #0
 __all__ = ['train_runs', 'Interrupted', 'how_stopped', 'interruptible', 'after_fit_interrupted', 'run_ended', 'TrainRun', 'train',
@@ -37,6 +37,7 @@ def _check_train(data, sample, out, seed, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
+    if data is not None: check_apart(data, out)   # pictures written into the data would be trained on next time
     check_numbers(seed=seed, **numbers)
     out, rank = make_out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
     if not rank: hold_lock(out)   # one run per output folder

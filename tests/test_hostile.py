@@ -229,3 +229,53 @@ def test_a_damaged_checkpoint_is_one_line(trained, tiny, tmp_path, capsys, edit,
     assert run(['train', '--data', tiny, '--out', tmp_path/'r', *TINY, '--epochs', 2, '--resume', tmp_path/'edited.pth']) == 2
     line = one_line(capsys.readouterr().err)
     assert 'edited.pth is damaged or was edited' in line and what in line, line
+
+
+# --- 2. outputs kept out of the data, and out of model folders
+
+def test_an_output_inside_the_data_is_refused(tiny, trained, tmp_path, capsys):
+    data = shutil.copytree(tiny, tmp_path/'d')
+    before = files(data)
+    cases = [(['train', '--data', data, '--out', data/'train', *TINY], f"--out {data/'train'} is inside --data {data}"),
+             (['train', '--data', data, '--out', data, *TINY], f"--out {data} is inside --data {data}"),
+             (['train', '--data', data, '--out', tmp_path, *TINY], f"--data {data} is inside --out {tmp_path}"),
+             (['evaluate', '--model', trained/'generator', '--data', data, '--out', data/'val'/'scores'], f"--out {data/'val'/'scores'} is inside --data {data}"),
+             (['translate', '--model', trained/'generator', '--input', data/'val', '--output', trained/'generator', '--aligned'],
+              f"--output {trained/'generator'} is the model folder"),
+             (['translate', '--model', trained/'generator', '--input', data/'val', '--output', trained/'generator'/'out', '--aligned'],
+              f"--output {trained/'generator'/'out'} is inside the model folder")]
+    model_before = files(trained/'generator')
+    for argv, msg in cases:
+        capsys.readouterr()
+        assert run(argv) == 2, argv
+        line = one_line(capsys.readouterr().err)
+        assert msg in line, (argv, line)
+    assert files(data) == before and files(trained/'generator') == model_before
+
+
+# --- 9. a .pth holding more than tensors: torch's advice is not passed on
+
+def test_an_untrusted_pth_points_at_trust_pickle(trained, tiny, tmp_path, capsys):
+    import argparse
+    from safetensors.torch import load_file
+    fn = tmp_path/'latest_net_G.pth'
+    torch.save(dict(model=load_file(trained/'generator'/'model.safetensors'), opt=argparse.Namespace(lr=1)), fn)   # a pickled object beside the tensors
+    tails = dict(translate=['--input', tiny/'val', '--output', tmp_path/'t', '--aligned'], evaluate=['--data', tiny, '--out', tmp_path/'e'],
+                 export=['--format', 'reference', '--out', tmp_path/'x'/'latest_net_G.pth'])
+    for cmd, tail in tails.items():
+        capsys.readouterr()
+        assert run([cmd, '--model', fn, *tail]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert f'{fn} holds Python objects besides tensors' in line and '--trust-pickle' in line, line
+        assert 'weights_only' not in line and 'Re-running' not in line
+        assert run([cmd, '--model', fn, '--trust-pickle', *tail]) == 0, cmd
+
+
+# --- 14. the notebooks' signal examples hold in a process started with SIGINT ignored
+
+def test_the_safety_notebook_passes_with_sigint_ignored():
+    import signal
+    root = Path(__file__).parents[1]
+    p = subprocess.run([str(Path(sys.executable).parent/'nbdev_test'), '--path', str(root/'nbs'/'05c_safety.ipynb')], cwd=root,
+                       capture_output=True, text=True, timeout=600, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
