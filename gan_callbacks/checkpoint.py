@@ -209,7 +209,7 @@ def export_learner(learn:Learner, fname='export.pkl'):
     if rank_distrib(): return None
     fn = Path(learn.path)/fname
     need = sum(v.nelement() * v.element_size() for v in unwrap(learn.model).state_dict().values())
-    return atomic_write(fn, lambda tmp: learn.export(tmp), need)
+    return atomic_write(fn, lambda tmp: learn.export(tmp.absolute()), need)   # `export` writes to `learn.path/fname`
 
 def _finite(*models):
     "Whether all floating-point weights and buffers of `models` are finite (one host sync)"

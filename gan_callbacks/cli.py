@@ -68,7 +68,12 @@ def evaluate_cmd(model, data, out='evaluation', fid_weights=None, layout='aligne
     if trust_pickle and Path(model).is_file() and Path(model).suffix.lower() != '.pkl':   # a .pth holding more than tensors
         model = read_generator(model, size=None, trust_pickle=True, **({} if netG is None else dict(netG=netG)))[0]
     try: return evaluate(model, data, out, fid_weights=fid_weights, netG=netG, layout=layout, direction=direction, test_mode=test_mode, n_show=n_show)
-    except (ValueError, OSError) as e: raise CLIError(str(e))
+    except (ValueError, OSError) as e: raise CLIError(_worker_error(e))
+
+def _worker_error(e):
+    "The message of exception `e` without the traceback a DataLoader worker process wraps it in"
+    msg = str(e).strip()
+    return msg.splitlines()[-1].split(': ', 1)[-1] if 'Original Traceback' in msg else msg
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
 class _Help(argparse.HelpFormatter):

@@ -110,6 +110,7 @@ def decode_file(fn, size=None):
         with open(fn, 'rb') as f: data = f.read()
         t = _decoded(data, size)
         return _load(io.BytesIO(data), size) if t is None else t
+    except Image.UnidentifiedImageError: raise OSError(f"Cannot read image {fn}: not an image file Pillow can read") from None
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
 
 def in_mode(x, mode='RGB'):

@@ -160,6 +160,9 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
         data = run.sample()
     try: learn = run.learner(data, out, bs=bs, load_size=load_size, crop_size=crop_size, ngf=ngf)
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
+    if not len(learn.dls.valid_ds):
+        raise CLIError(f"--data {data}: nothing to validate on, and too few training images to set some apart: add a folder of "
+                       + ("pairs val/" if model == 'pix2pix' else "images testA/ and testB/") + " (it need not be large)")
     _set_precision(learn, precision)
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
@@ -212,7 +215,8 @@ class Pix2pixRun(TrainRun):
 
     def callbacks(self, out, n_samples): return [SampleGrid(out, n=n_samples)]
     def describe(self, data, dls, crop_size, precision):
-        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, U-Net depth {self.depth}, {precision})"
+        split = '' if (Path(data)/'val').is_dir() else ', no val/ folder: validating on a random 20% of train/'
+        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs{split}, {crop_size}px, U-Net depth {self.depth}, {precision})"
 
     def summary(self, learn, data, out, grid):
         plot_training(learn, out/'losses.png')

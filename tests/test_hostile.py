@@ -279,3 +279,24 @@ def test_the_safety_notebook_passes_with_sigint_ignored():
     p = subprocess.run([str(Path(sys.executable).parent/'nbdev_test'), '--path', str(root/'nbs'/'05c_safety.ipynb')], cwd=root,
                        capture_output=True, text=True, timeout=600, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
+
+
+# --- 8. a missing val/ folder, an unreadable image in evaluate
+
+def test_no_val_folder_is_said(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)   # relative paths, as typed in a shell
+    few, many = sample_pairs(Path('few'), n_train=3, n_valid=1, size=32), sample_pairs(Path('many'), n_train=8, n_valid=1, size=32)
+    shutil.rmtree(few/'val'); shutil.rmtree(many/'val')
+    assert run(['train', '--data', 'few', '--out', 'o1', *TINY[:4], '--bs', 1, *TINY[6:]]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line.startswith('gan_callbacks train: error: --data few: nothing to validate on') and 'val/' in line, line
+    assert run(['train', '--data', 'many', '--out', 'o2', *TINY]) == 0
+    assert 'no val/ folder: validating on a random 20% of train/' in capsys.readouterr().out
+    assert Path('o2/generator.pkl').is_file() and Path('o2/generator/model.safetensors').is_file()
+
+def test_evaluate_on_an_unreadable_image_is_one_line(trained, tiny, tmp_path, capsys):
+    data = shutil.copytree(tiny, tmp_path/'d')
+    (data/'val'/'zz.png').write_bytes(b'not a picture')
+    assert run(['evaluate', '--model', trained/'generator', '--data', data, '--out', tmp_path/'e']) == 2
+    line = one_line(capsys.readouterr().err)
+    assert line == f"gan_callbacks evaluate: error: Cannot read image {data/'val'/'zz.png'}: not an image file Pillow can read", line
