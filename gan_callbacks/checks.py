@@ -49,10 +49,12 @@ def check_not_over_input(files, output):
         if o.resolve() == f.resolve() or (o.exists() and o.samefile(f)):
             raise CLIError(f"--output {output} would overwrite the input image {f}: choose another folder")
 
+_data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
+
 def check_apart(data, out, data_arg='--data', out_arg='--out'):
-    "Refuse an output folder `out` inside folder `data` (the outputs would join the data) or holding it (resolved paths)"
+    "Refuse an output folder `out` that is `data`, or inside its image folders (the outputs would join the data), or that holds `data` (resolved paths)"
     d, o = Path(data).resolve(), Path(out).resolve()
-    if o == d or d in o.parents:
+    if o == d or any(o == d/n or d/n in o.parents for n in _data_folders):
         raise CLIError(f"{out_arg} {out} is inside {data_arg} {data}: what is written there would join the data; choose a folder outside it")
     if o in d.parents: raise CLIError(f"{data_arg} {data} is inside {out_arg} {out}: choose an output folder that does not hold the data")
 

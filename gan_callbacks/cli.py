@@ -11,6 +11,7 @@ from pathlib import Path
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 from .safety import CheckpointError, stop_on_sigterm
 from .gan import NonFiniteError
+from .images import set_max_pixels
 from .checkpoint import WeightsNotFinite
 from .inference import translate_file, image_exts, translate_preprocesses, test_modes
 from .metrics import evaluate
@@ -48,7 +49,7 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
                             network_size=network_size, direction=direction, tile=tile, overlap=overlap)
-        except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
+        except OSError as e: raise CLIError(str(e) if str(e).startswith('Cannot read image') else f"cannot read image {f}: {e}")
         except KeyboardInterrupt as e: raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/", code=how_stopped(e)[1]) from None
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
@@ -139,6 +140,7 @@ def _parser():
     u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help='the NCE identity term on G(B) (default on for cut, off for fastcut)')
     u.add_argument('--num-patches', type=int, help='locations PatchNCE samples per layer (default 256)')
     u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help='flip half of the inputs (default off for cut, on for fastcut)')
+    t.add_argument('--max-pixels', type=int, default=None, help="refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)")
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
     r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')
@@ -158,6 +160,7 @@ def _parser():
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     r.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    r.add_argument('--max-pixels', type=int, default=None, help="refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)")
     x = sub.add_parser('export', help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
     x.add_argument('--model', required=True, help='a model folder, generator.pkl, a checkpoint, or a latest_net_G.pth')
     x.add_argument('--format', choices=export_formats, required=True)
@@ -183,6 +186,7 @@ def _parser():
     e.add_argument('--n-show', type=int, default=4, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    e.add_argument('--max-pixels', type=int, default=None, help="refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)")
     return p
 
 def _train(model, **args):
@@ -222,6 +226,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
+    if cmd != 'app' and (mp := args.pop('max_pixels', None)) is not None:   # one limit for every reader of images
+        if mp < 1: p.exit(2, f"gan_callbacks {cmd}: error: --max-pixels must be at least 1, got {mp}\n")
+        set_max_pixels(mp)
     if cmd == 'train' and relaunch(args, argv): return
     run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app)[cmd]
     try:

@@ -12,7 +12,7 @@ from torch import nn
 import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner
-from .images import image_modes, is_deep, read_image, write_image
+from .images import image_modes, is_deep, read_image, write_image, open_image
 from .internals import ConvBase
 from .generator import paper_test_mode
 from .gan import find_trainer
@@ -157,8 +157,7 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
     if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
     if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
-    if not isinstance(im, Image.Image):
-        with Image.open(im) as f: im = f.copy()
+    if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator(learn, direction)
     s = {**generator_settings(learn), **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
