@@ -4,7 +4,7 @@
 
 # %% ../nbs/16_app.ipynb #014e7dc4
 from __future__ import annotations
-import os, tempfile
+import atexit, os, shutil, tempfile, uuid
 from pathlib import Path
 from PIL import Image
 from .state_dicts import InteropError
@@ -12,7 +12,8 @@ from .interop import read_generator
 from .inference import translate_file
 
 # %% auto #0
-__all__ = ['tile_choices', 'AppError', 'check_upload', 'translate_upload', 'make_app', 'serve']
+__all__ = ['tile_choices', 'app_max_pixels', 'whole_max_pixels', 'AppError', 'check_upload', 'translate_upload', 'make_app',
+           'serve']
 
 # %% ../nbs/16_app.ipynb #3fa88863
 tile_choices = ('whole image', '256', '512', '1024')
@@ -20,7 +21,9 @@ tile_choices = ('whole image', '256', '512', '1024')
 class AppError(ValueError):
     "An upload the app cannot translate, said on the page"
 
-def check_upload(fn, max_pixels:int=50_000_000):
+app_max_pixels, whole_max_pixels = 2048 * 2048, 1024 * 1024   # an upload's limit; above the second, tiles whatever is chosen
+
+def check_upload(fn, max_pixels:int=app_max_pixels):
     "The size of image file `fn`, or an `AppError` saying why it cannot be translated (not an image, or more than `max_pixels`)"
     if fn is None: raise AppError("Drop an image first.")
     name = Path(fn).name
@@ -32,16 +35,30 @@ def check_upload(fn, max_pixels:int=50_000_000):
     return w, h
 
 # %% ../nbs/16_app.ipynb #54ed5805
-def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=50_000_000):
+_outputs = []   # this process's folder of outputs, made at the first request
+
+def _out_dir(keep=8):
+    "The app's folder of outputs (removed when the process ends), holding the last `keep` requests' outputs and room for one more"
+    if not _outputs:
+        d = Path(tempfile.mkdtemp(prefix='gan_callbacks_app_'))
+        atexit.register(shutil.rmtree, d, True); _outputs.append(d)
+    olds = sorted(_outputs[0].iterdir(), key=lambda p: p.stat().st_mtime)
+    for p in olds[:max(len(olds) - keep + 1, 0)]: shutil.rmtree(p, ignore_errors=True)
+    return _outputs[0]/uuid.uuid4().hex
+
+def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=app_max_pixels):
     "Translate uploaded image file `fn` as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
-    check_upload(fn, max_pixels)
-    out_dir = Path(out_dir or tempfile.mkdtemp(prefix='gan_callbacks_app_')); out_dir.mkdir(parents=True, exist_ok=True)
+    w, h = check_upload(fn, max_pixels)
+    out_dir = Path(out_dir or _out_dir()); out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir/f"{Path(fn).stem}_{direction}.png"
-    try: return translate_file(model, settings, fn, out, direction=direction, tile=None if tile == tile_choices[0] else int(tile))
-    except (OSError, ValueError) as e: raise AppError(f"{Path(fn).name}: {e}") from None
+    t = None if tile == tile_choices[0] else int(tile)
+    if t is None and w * h > whole_max_pixels: t = 512   # a large image whole would take the network's memory times its size
+    try: return translate_file(model, settings, fn, out, direction=direction, tile=t)
+    except (OSError, ValueError) as e:   # said with the upload's name, not the server's paths
+        raise AppError(f"{Path(fn).name}: {str(e).replace(str(fn), Path(fn).name).replace(str(Path(fn).parent), '')}") from None
 
 # %% ../nbs/16_app.ipynb #5826e152
-def make_app(model, max_pixels:int=50_000_000):
+def make_app(model, max_pixels:int=app_max_pixels):
     "A Gradio page translating dropped images with the generator in model folder (or file) `model`"
     os.environ.setdefault('GRADIO_ANALYTICS_ENABLED', 'False')
     try: import gradio as gr
@@ -52,7 +69,7 @@ def make_app(model, max_pixels:int=50_000_000):
         try: out = translate_upload(G, s, fn, direction, tile, max_pixels=max_pixels)
         except AppError as e: return None, None, f"**Could not translate:** {e}"
         return str(out), str(out), f"Translated {Path(fn).name} ({direction}, {tile if tile == tile_choices[0] else tile + ' px tiles'})."
-    with gr.Blocks(title=f'gan_callbacks: {Path(model).name}') as app:
+    with gr.Blocks(title=f'gan_callbacks: {Path(model).name}', delete_cache=(600, 3600)) as app:   # uploads older than an hour go
         gr.Markdown(f"# {Path(model).name}\nDrop an image, pick the direction and the tile size, and translate it.")
         with gr.Row():
             with gr.Column():
@@ -65,8 +82,8 @@ def make_app(model, max_pixels:int=50_000_000):
                 download = gr.File(label='Download', interactive=False, elem_id='download')
                 status = gr.Markdown(elem_id='status')
         go.click(run, [src, direction, tile], [shown, download, status])
-    return app
+    return app.queue(default_concurrency_limit=1, max_size=32)   # one translation at a time: memory for one
 
-def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=50_000_000):
+def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=app_max_pixels):
     "Serve the app for `model` on `host`:`port` until interrupted"
     make_app(model, max_pixels).launch(server_name=host, server_port=port, share=False, show_error=False)

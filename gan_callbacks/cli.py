@@ -12,6 +12,7 @@ warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated',
 from .safety import CheckpointError, stop_on_sigterm
 from .gan import NonFiniteError
 from .images import set_max_pixels
+from .app import app_max_pixels
 from .checkpoint import WeightsNotFinite
 from .inference import translate_file, image_exts, translate_preprocesses, test_modes
 from .metrics import evaluate
@@ -55,7 +56,7 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     return [output/f.name for f in files]
 
 # %% ../nbs/06_cli.ipynb #d424cf80
-def app(model, host='127.0.0.1', port=7860, max_pixels=50_000_000):
+def app(model, host='127.0.0.1', port=7860, max_pixels=app_max_pixels):
     "Serve a web page on `host`:`port` that translates dropped images with generator `model` (a model folder, or any file `translate` reads)"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
     from gan_callbacks.app import serve
@@ -173,7 +174,7 @@ def _parser():
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
     a.add_argument('--host', default='127.0.0.1', help='address to serve on (default: this machine only)')
     a.add_argument('--port', type=int, default=7860)
-    a.add_argument('--max-pixels', type=int, default=50_000_000, help='larger uploads are refused with a message')
+    a.add_argument('--max-pixels', type=int, default=app_max_pixels, help='larger uploads are refused with a message (the default keeps a request within about 1 GB)')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')

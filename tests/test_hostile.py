@@ -1,5 +1,5 @@
 "Hostile but realistic use: nothing already written is lost, no small file exhausts memory, every refusal is one line. Each case is a row of the table in nbs/05c_safety.ipynb."
-import contextlib, io, json, os, resource, shutil, subprocess, sys
+import contextlib, io, json, os, resource, shutil, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
 import pytest, torch
@@ -300,3 +300,73 @@ def test_evaluate_on_an_unreadable_image_is_one_line(trained, tiny, tmp_path, ca
     assert run(['evaluate', '--model', trained/'generator', '--data', data, '--out', tmp_path/'e']) == 2
     line = one_line(capsys.readouterr().err)
     assert line == f"gan_callbacks evaluate: error: Cannot read image {data/'val'/'zz.png'}: not an image file Pillow can read", line
+
+
+# --- 6. image bombs: one pixel limit, checked from the header
+
+def png_bomb(fn, w, h, rows=None):
+    "A PNG of `w` x `h` black pixels, a few hundred KB; with `rows`, only that many rows of data (a header that lies)"
+    import struct, zlib
+    z, row = zlib.compressobj(9), b'\x00' * (3 * w + 1)
+    data = b''.join(z.compress(row) for _ in range(h if rows is None else rows)) + z.flush()
+    def chunk(k, d): return struct.pack('>I', len(d)) + k + d + struct.pack('>I', zlib.crc32(k + d) & 0xffffffff)
+    Path(fn).write_bytes(b'\x89PNG\r\n\x1a\n' + chunk(b'IHDR', struct.pack('>IIBBBBB', w, h, 8, 2, 0, 0, 0)) + chunk(b'IDAT', data) + chunk(b'IEND', b''))
+    return Path(fn)
+
+@pytest.fixture(scope='module')
+def bomb(tmp_path_factory):
+    return png_bomb(tmp_path_factory.mktemp('bomb')/'bomb.png', 12000, 12000)   # 144 Mpx in 420 KB: 432 MB decoded, GBs translated
+
+def test_image_bombs_are_refused_from_their_header(trained, tiny, bomb, tmp_path):
+    huge = png_bomb(tmp_path/'huge.png', 30000, 30000, rows=10)   # beyond Pillow's own limit
+    ev = shutil.copytree(tiny, tmp_path/'ev'); shutil.copy(bomb, ev/'val'/'bomb.png')
+    tr = shutil.copytree(tiny, tmp_path/'tr'); shutil.copy(bomb, tr/'train'/'bomb.png')
+    cases = [(['translate', '--model', trained/'generator', '--input', bomb, '--output', tmp_path/'t1'], bomb, 12000),
+             (['translate', '--model', trained/'generator', '--input', huge, '--output', tmp_path/'t2'], huge, 30000),
+             (['evaluate', '--model', trained/'generator', '--data', ev, '--out', tmp_path/'e'], ev/'val'/'bomb.png', 12000),
+             (['train', '--data', tr, '--out', tmp_path/'o', *TINY], tr/'train'/'bomb.png', 12000)]
+    for (argv, fn, n), (code, err) in zip(cases, limited(*[c[0] for c in cases])):
+        assert code == 2, (argv[0], code, err[-2000:])
+        line = one_line(err)
+        assert f"Cannot read image {fn}: {n}x{n} is {n*n:,} pixels, more than the limit of {8192*8192:,} (--max-pixels" in line, line
+
+def test_max_pixels_is_one_limit_for_every_reader(trained, tiny, tmp_path, capsys):
+    val = sorted((tiny/'val').iterdir())[0]   # 64 x 32: an A|B pair
+    for argv in (['translate', '--model', trained/'generator', '--input', val, '--output', tmp_path/'t', '--aligned'],
+                 ['evaluate', '--model', trained/'generator', '--data', tiny, '--out', tmp_path/'e'],
+                 ['train', '--data', tiny, '--out', tmp_path/'o', *TINY]):
+        capsys.readouterr()
+        assert run([*argv, '--max-pixels', 1000]) == 2, argv
+        line = one_line(capsys.readouterr().err)
+        assert 'is 2,048 pixels, more than the limit of 1,000 (--max-pixels 2048 raises it' in line, (argv[0], line)
+        os.environ.pop('GAN_CALLBACKS_MAX_PIXELS', None)
+    assert run(['translate', '--model', trained/'generator', '--input', val, '--output', tmp_path/'t', '--aligned', '--max-pixels', 2048]) == 0
+    os.environ.pop('GAN_CALLBACKS_MAX_PIXELS', None)
+
+
+# --- 6, 11. the app: a limit sized for memory, large uploads tiled, nothing left behind, no server paths in messages
+
+def test_the_app_limits_and_cleans_up(tmp_path, monkeypatch):
+    from gan_callbacks import app as A
+    from gan_callbacks.interop import read_generator
+    big = png_bomb(tmp_path/'big.png', 3000, 3000, rows=10)   # 9 Mpx: refused by default, from its header
+    with pytest.raises(A.AppError, match=r'big\.png is 3000x3000 pixels: more than this app'): A.check_upload(big)
+    folder = write_model_folder(ResnetGenerator(ngf=4, n_blocks=1), tmp_path/'m', dict(size=32, test_mode='eval'), sample=False)
+    G, s = read_generator(folder, device='cpu')
+    monkeypatch.setattr(tempfile, 'tempdir', str(tmp_path/'server'))
+    (tmp_path/'server').mkdir()
+    up = tmp_path/'server'/'gradio'/'0123abcd'; up.mkdir(parents=True)
+    Image.new('RGB', (40, 24)).save(up/'photo.png')
+    outs = [A.translate_upload(G, s, up/'photo.png') for _ in range(12)]
+    assert all(Path(o).is_file() for o in outs[-8:])
+    assert len([p for p in (tmp_path/'server').iterdir() if p.name.startswith('gan_callbacks_app_')]) == 1   # one folder, not one per request
+    assert len(list(Path(outs[-1]).parents[1].iterdir())) <= 8
+    (up/'bad.png').write_bytes(b'\x89PNG\r\n\x1a\n' + b'\x00' * 30)
+    with pytest.raises(A.AppError) as e: A.translate_upload(G, s, up/'bad.png')
+    assert str(up) not in str(e.value) and 'bad.png' in str(e.value)
+    # more than a million pixels: tiles, whatever the page chose
+    calls = []
+    monkeypatch.setattr(A, 'translate_file', lambda *a, tile=None, **k: calls.append(tile))
+    Image.new('RGB', (1500, 1000)).save(up/'large.png')
+    A.translate_upload(G, s, up/'large.png'); A.translate_upload(G, s, up/'photo.png')
+    assert calls == [512, None]
