@@ -86,6 +86,21 @@ def _read_lock(fn):
     except (OSError, ValueError): return None
     return o if isinstance(o, dict) and isinstance(o.get('pid'), int) else None
 
+def _age(fn):
+    try: return time.time() - fn.stat().st_mtime
+    except OSError: return float('inf')
+
+def _create_lock(fn, info):
+    "Create lock file `fn` holding `info`, whole, in one step (`FileExistsError` if it exists): a hard link of a finished file"
+    tmp = fn.with_name(f'{fn.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp')
+    tmp.write_text(json.dumps(info))
+    try: os.link(tmp, fn)
+    except FileExistsError: raise
+    except OSError:   # no hard links here: created empty, then written
+        fd = os.open(fn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, 'w') as f: json.dump(info, f)
+    finally: tmp.unlink(missing_ok=True)
+
 def _who(o): return f"PID {o['pid']} on {o.get('host', '?')}, started {o.get('started', '?')}: {o.get('command', '?')}"
 
 @contextmanager
@@ -94,19 +109,21 @@ def run_lock(out):
     fn = Path(out)/_lock_name
     me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%d %H:%M:%S'), command=shlex.join(sys.argv))
     for _ in range(3):
-        try: fd = os.open(fn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try: _create_lock(fn, me)
         except FileExistsError:
             other = _read_lock(fn)
+            if other is None and _age(fn) < 10:   # a lock being written (by a version that did not write it in one step)
+                raise CLIError(f"--out {out} is being taken by another run (its lock {fn} is being written): wait, or choose another --out")
             mine = other is not None and other.get('host') == me['host'] and other['pid'] == me['pid']   # left by this process
             if other is not None and not mine and (other.get('host') != me['host'] or _alive(other['pid'])):
-                gone = '' if other.get('host') == me['host'] else f"; if it no longer runs, delete {fn}"
+                gone = (f"; if it no longer runs, delete {fn}" if other.get('host') != me['host'] else
+                        f"; if PID {other['pid']} is not that run (process numbers are reused), delete {fn}")
                 raise CLIError(f"--out {out} is in use by another run ({_who(other)}): wait for it to end, or choose another --out{gone}")
             if not mine: print(f"gan_callbacks: removed the stale lock {fn} of a run that ended without releasing it"
                   + (f" ({_who(other)})" if other else ''), file=sys.stderr, flush=True)
             fn.unlink(missing_ok=True)
             continue
         except OSError as e: raise CLIError(f"cannot write to --out {out}: {e.strerror}")
-        with os.fdopen(fd, 'w') as f: json.dump(me, f)
         break
     else: raise CLIError(f"--out {out}: cannot take its lock {fn}")
     try: yield fn

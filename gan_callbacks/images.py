@@ -9,7 +9,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
 from fastai.vision.all import TensorImage, TensorImageBW, PILImage, PILImageBW, show_image
 
 # %% auto #0
@@ -71,7 +71,7 @@ def _load(fn, size=None, name=None):
         check_pixels(name or fn, *im.size)
         if size is not None and im.format == 'JPEG': im.draft(im.mode, size)
         im.load()
-        return im
+        return ImageOps.exif_transpose(im) if im.getexif().get(0x0112, 1) != 1 else im   # upright, as a phone's photo is shown
 
 def open_image(fn, mode='RGB', size=None):
     "Read image file `fn` into a PIL image of `mode` (`None`: the file's own), naming `fn` if it cannot be read; `size`: see `_load`"
@@ -92,7 +92,7 @@ except ImportError: pyspng = None
 
 def _tensor_decoder(decode):
     "torchvision's `decode` taking bytes (`None` without it)"
-    return None if decode is None else lambda data: decode(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    return None if decode is None else lambda data, **kw: decode(torch.frombuffer(bytearray(data), dtype=torch.uint8), **kw)
 _jpeg, _png = _tensor_decoder(decode_jpeg), _tensor_decoder(decode_png)
 
 def _spng(data):
@@ -123,7 +123,7 @@ def _decoded(data, size=None, fn=None):
     if data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 26:
         check_pixels(fn, int.from_bytes(data[16:20], 'big'), int.from_bytes(data[20:24], 'big'))   # IHDR: before any decoder
         n = {0:1, 2:3, 6:4}.get(data[25]) if data[24] == 8 else None   # 8-bit gray, RGB, RGBA
-        if n is not None and b'tRNS' in _png_chunks(data): return None   # a transparent colour: Pillow's alpha channel
+        if n is not None and {b'tRNS', b'eXIf'} & _png_chunks(data): return None   # a transparent colour (Pillow's alpha channel), an orientation
         decode = _spng if pyspng is not None else _png
     elif data[:3] == b'\xff\xd8\xff' and (f := _jpeg_frame(data)):
         check_pixels(fn, f[0], f[1])
@@ -131,7 +131,7 @@ def _decoded(data, size=None, fn=None):
         n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),_jpeg
     else: return None
     if n is None or decode is None: return None
-    t = decode(data)
+    t = decode(data, apply_exif_orientation=True) if decode is _jpeg and b'Exif\x00\x00' in data[:2**16] else decode(data)   # upright
     return t if t.shape[0] == n and t.dtype == torch.uint8 else None
 
 def decode_file(fn, size=None):
@@ -223,6 +223,7 @@ def write_image(fn, t:torch.Tensor, dtype=np.uint8):
         import tifffile
         tifffile.imwrite(fn, a[..., 0] if a.shape[-1] == 1 else a)
     elif a.shape[-1] > 4: raise OSError(f"{fn}: {a.shape[-1]} channels do not fit in a PNG: write a .tif or .npy")
+    elif dtype == np.uint16 and a.shape[-1] > 2: raise OSError(f"{fn}: a 16-bit colour PNG would be read back as 8 bits: write a .tif or .npy")
     elif dtype == np.uint16: _write_png16(fn, a)
     else: Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a, image_modes.get(a.shape[-1])).save(fn)
     return fn

@@ -370,3 +370,64 @@ def test_the_app_limits_and_cleans_up(tmp_path, monkeypatch):
     Image.new('RGB', (1500, 1000)).save(up/'large.png')
     A.translate_upload(G, s, up/'large.png'); A.translate_upload(G, s, up/'photo.png')
     assert calls == [512, None]
+
+
+# --- 10. EXIF orientation: read upright, A and B alike, and written upright
+
+def test_exif_orientation_is_applied(trained, tmp_path):
+    from gan_callbacks.images import open_image, decode_file
+    im = Image.new('RGB', (40, 24), (255, 0, 0)); im.paste((0, 0, 255), (0, 0, 20, 24))   # left half blue
+    exif = Image.Exif(); exif[0x0112] = 6   # as a phone held upright writes it: shown turned 90 degrees clockwise
+    im.save(tmp_path/'phone.jpg', exif=exif, quality=95); im.save(tmp_path/'phone.png', exif=exif)
+    for fn in (tmp_path/'phone.jpg', tmp_path/'phone.png'):
+        a = np.asarray(open_image(fn))
+        t = decode_file(fn)
+        t = t.permute(1, 2, 0).numpy() if torch.is_tensor(t) else np.asarray(t)
+        assert a.shape == t.shape == (40, 24, 3), fn
+        assert a[2, 12, 2] > 200 and a[37, 12, 0] > 200 and np.abs(a.astype(int) - t).max() == 0   # blue on top, as shown
+    assert run(['translate', '--model', trained/'generator', '--input', tmp_path/'phone.jpg', '--output', tmp_path/'o']) == 0
+    assert Image.open(tmp_path/'o'/'phone.jpg').size == (24, 40)
+
+
+# --- 12. a model folder follows the umask, as every other output
+
+def test_a_model_folder_follows_the_umask(tmp_path):
+    old = os.umask(0o022)
+    try: folder = write_model_folder(ResnetGenerator(ngf=4, n_blocks=1), tmp_path/'m', sample=False)
+    finally: os.umask(old)
+    assert folder.stat().st_mode & 0o777 == 0o755
+    assert {f.name: f.stat().st_mode & 0o777 for f in folder.iterdir()} == {f: 0o644 for f in ('README.md', 'config.json', 'model.safetensors')}
+
+
+# --- 13. locks taken in one step, with a hint for a live unrelated process; no 16-bit colour PNG written
+
+def test_locks_are_whole_and_say_what_to_do(tiny, tmp_path, capsys):
+    import socket
+    out = tmp_path/'o'; out.mkdir()
+    lock = out/'.gan_callbacks.lock'
+    lock.write_text('')   # another run creating its lock this instant
+    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 2
+    assert 'is being taken by another run' in one_line(capsys.readouterr().err)
+    assert lock.read_text() == ''
+    p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])   # a live process that is no run
+    try:
+        lock.write_text(json.dumps(dict(pid=p.pid, host=socket.gethostname(), started='2026-01-01 00:00:00', command='gan_callbacks train')))
+        assert run(['train', '--data', tiny, '--out', out, *TINY]) == 2
+        line = one_line(capsys.readouterr().err)
+        assert f'if PID {p.pid} is not that run (process numbers are reused), delete {lock}' in line, line
+    finally: p.kill(); p.wait()
+
+def test_the_lock_appears_whole(tmp_path, monkeypatch):
+    from gan_callbacks import checks
+    seen, real = [], os.link
+    def link(a, b): seen.append(Path(a).read_text()); return real(a, b)
+    monkeypatch.setattr(os, 'link', link)
+    with checks.run_lock(tmp_path) as fn: assert json.loads(fn.read_text())['pid'] == os.getpid()
+    assert len(seen) == 1 and json.loads(seen[0])['pid'] == os.getpid()   # linked into place already written
+    assert not list(tmp_path.iterdir())
+
+def test_no_16_bit_colour_png_is_written(tmp_path):
+    from gan_callbacks.images import write_image
+    with pytest.raises(OSError, match='16-bit colour PNG would be read back as 8 bits'): write_image(tmp_path/'c.png', torch.zeros(3, 4, 4), np.uint16)
+    assert not (tmp_path/'c.png').exists()
+    write_image(tmp_path/'c.tif', torch.zeros(3, 4, 4), np.uint16); write_image(tmp_path/'g.png', torch.zeros(1, 4, 4), np.uint16)
