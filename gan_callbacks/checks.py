@@ -10,7 +10,7 @@ from pathlib import Path
 
 # %% auto #0
 __all__ = ['CLIError', 'make_out_dir', 'check_numbers', 'check_not_over_input', 'check_apart', 'check_not_in_model_folder',
-           'check_pickle', 'run_lock', 'hold_lock', 'release_locks']
+           'check_pair_sizes', 'check_pickle', 'run_lock', 'hold_lock', 'release_locks']
 
 # %% ../nbs/06a_checks.ipynb #a402c7e8
 class CLIError(Exception):
@@ -65,6 +65,16 @@ def check_not_in_model_folder(output, arg='--output'):
         try: mine = json.loads((d/'config.json').read_text()).get('library_name') == 'gan_callbacks'
         except (OSError, ValueError, AttributeError, RecursionError): mine = False
         if mine: raise CLIError(f"{arg} {output} is {'inside ' if d != o else ''}the model folder {d}: choose another folder for the images")
+
+def check_pair_sizes(pairs):
+    "Refuse (A, B) image file `pairs` whose two images differ in size: a pair shows one scene, pixel for pixel (sizes read from the headers)"
+    from PIL import Image
+    for a, b in pairs:
+        try:
+            with Image.open(a) as x, Image.open(b) as y: sa, sb = x.size, y.size
+        except Exception: continue   # unreadable, or no PIL image (.npy): the readers say so
+        if sa != sb: raise CLIError(f"{b} is {sb[0]}x{sb[1]}, but its A image {a} is {sa[0]}x{sa[1]}: "
+                                    "the two images of a pair must have the same size (resize one of them)")
 
 def check_pickle(model, trust_pickle=False):
     "Refuse a pickled `model` (`.pkl`) unless trusted: loading a pickle runs whatever code it holds"

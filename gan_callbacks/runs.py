@@ -19,14 +19,14 @@ from .cut import cut_learner, cut_modes
 from .checkpoint import GANCheckpoint, find_checkpoint, export_learner
 from .safety import Terminated, signals_deferred, atomic_write
 from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
-                                is_deep_folder, deep_dataloaders, bit_depth)
+                                is_deep_folder, deep_dataloaders, bit_depth, get_pairs)
 from .inference import from_pil, translate_batch
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
 from .distributed import rank_distrib, setup_process, distrib_fit
-from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart
+from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes
 
 # %% auto #0
 __all__ = ['train_runs', 'Interrupted', 'how_stopped', 'interruptible', 'after_fit_interrupted', 'run_ended', 'TrainRun', 'train',
@@ -206,6 +206,8 @@ class Pix2pixRun(TrainRun):
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         self.depth = unet_depth(crop_size)
+        if self.layout == 'separate':   # A and B of different sizes would be stretched differently
+            check_pair_sizes(p for s in ('train', 'val') if (Path(data)/s).is_dir() for p in get_pairs(Path(data)/s, 'separate'))
         make = deep_dataloaders if is_deep_folder(data, layout=self.layout) else Pix2pixDataLoaders.from_folder   # 16 bits, many channels
         dls = make(data, layout=self.layout, direction=self.direction, load_size=load_size, crop_size=crop_size, bs=bs,
                    num_downs=max(self.depth, 5))

@@ -187,6 +187,9 @@ def test_a_diverged_run_stops_and_keeps_what_was_good(tiny, tmp_path):
     assert 'last good checkpoint is' in line
     for f, b in keep.items(): assert (out/f).read_bytes() == b, f
     assert not (out/'checkpoints'/'gan_epoch1.pth').exists()
+    p = subprocess.run([sys.executable, '-m', 'gan_callbacks', 'train', '--data', str(tiny), '--out', str(tmp_path/'o300'), *map(str, TINY), '--lr', '1e300',
+                        '--epochs', '2'], capture_output=True, text=True, timeout=600, env=dict(os.environ, OMP_NUM_THREADS='1'))
+    assert p.returncode == 1 and 'not finite' in one_line(p.stderr) and not (tmp_path/'o300'/'generator').exists(), p.stderr[-3000:]
 
 def test_non_finite_weights_are_refused_by_translate_and_resume(trained, tiny, tmp_path):
     folder = shutil.copytree(trained/'generator', tmp_path/'nan')
@@ -431,3 +434,27 @@ def test_no_16_bit_colour_png_is_written(tmp_path):
     with pytest.raises(OSError, match='16-bit colour PNG would be read back as 8 bits'): write_image(tmp_path/'c.png', torch.zeros(3, 4, 4), np.uint16)
     assert not (tmp_path/'c.png').exists()
     write_image(tmp_path/'c.tif', torch.zeros(3, 4, 4), np.uint16); write_image(tmp_path/'g.png', torch.zeros(1, 4, 4), np.uint16)
+
+
+# --- the table of hostile cases in nbs/05c_safety.ipynb names these tests, and they exist
+
+def test_the_safety_table_is_current():
+    import re
+    root = Path(__file__).parents[1]
+    cells = json.loads((root/'nbs'/'05c_safety.ipynb').read_text())['cells']
+    table = next(''.join(c['source']) for c in cells if c['cell_type'] == 'markdown' and '## Hostile use' in ''.join(c['source']))
+    named = set(re.findall(r'`(test_\w+)::(test_\w+)`', table))
+    assert named
+    for mod, fn in named: assert re.search(rf'^def {fn}\(', (root/'tests'/f'{mod}.py').read_text(), re.M), (mod, fn)
+    here = set(re.findall(r'^def (test_\w+)\(', Path(__file__).read_text(), re.M)) - {'test_the_safety_table_is_current'}
+    assert here <= {fn for mod, fn in named if mod == 'test_hostile'}, here - {fn for _, fn in named}
+
+def test_separate_pairs_of_different_sizes_are_one_line(tmp_path, capsys):
+    for s in ('train', 'val'):
+        for d in 'AB': (tmp_path/'d'/s/d).mkdir(parents=True)
+        for i in range(4):
+            Image.new('RGB', (32, 32)).save(tmp_path/'d'/s/'A'/f'{i}.png')
+            Image.new('RGB', (32, 32) if i < 3 or s == 'val' else (64, 32)).save(tmp_path/'d'/s/'B'/f'{i}.png')
+    assert run(['train', '--data', tmp_path/'d', '--out', tmp_path/'o', '--layout', 'separate', *TINY]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert f"{tmp_path/'d'/'train'/'B'/'3.png'} is 64x32, but its A image {tmp_path/'d'/'train'/'A'/'3.png'} is 32x32" in line, line
