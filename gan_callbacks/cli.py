@@ -50,7 +50,7 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
                             network_size=network_size, direction=direction, tile=tile, overlap=overlap)
-        except OSError as e: raise CLIError(str(e) if str(e).startswith('Cannot read image') else f"cannot read image {f}: {e}")
+        except OSError as e: raise CLIError(str(e) if str(e).startswith(('Cannot read image', 'Cannot write')) else f"cannot read image {f}: {e}")
         except KeyboardInterrupt as e: raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/", code=how_stopped(e)[1]) from None
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]

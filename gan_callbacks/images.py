@@ -10,6 +10,7 @@ from pathlib import Path
 import numpy as np
 import torch
 from PIL import Image, ImageOps
+from .safety import atomic_write
 from fastai.vision.all import TensorImage, TensorImageBW, PILImage, PILImageBW, show_image
 
 # %% auto #0
@@ -217,16 +218,19 @@ def write_image(fn, t:torch.Tensor, dtype=np.uint8):
     fn, dtype = Path(fn), np.dtype(dtype)
     x = ((t.detach().float().cpu().clamp(-1, 1) + 1) / 2).permute(1, 2, 0).numpy()
     a = x.astype(np.float32) if dtype.kind == 'f' else np.round(x * _scale(np.zeros(0, dtype), fn)).astype(dtype)
-    suffix = fn.suffix.lower()
-    if suffix == '.npy': np.save(fn, a[..., 0] if a.shape[-1] == 1 else a)
-    elif suffix in ('.tif', '.tiff'):
-        import tifffile
-        tifffile.imwrite(fn, a[..., 0] if a.shape[-1] == 1 else a)
-    elif a.shape[-1] > 4: raise OSError(f"{fn}: {a.shape[-1]} channels do not fit in a PNG: write a .tif or .npy")
-    elif dtype == np.uint16 and a.shape[-1] > 2: raise OSError(f"{fn}: a 16-bit colour PNG would be read back as 8 bits: write a .tif or .npy")
-    elif dtype == np.uint16: _write_png16(fn, a)
-    else: Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a, image_modes.get(a.shape[-1])).save(fn)
-    return fn
+    suffix, a = fn.suffix.lower(), a[..., 0] if a.shape[-1] == 1 else a
+    if suffix not in ('.npy', '.tif', '.tiff') and a.ndim == 3 and a.shape[-1] > 4: raise OSError(f"{fn}: {a.shape[-1]} channels do not fit in a PNG: write a .tif or .npy")
+    if suffix not in ('.npy', '.tif', '.tiff') and dtype == np.uint16 and a.ndim == 3 and a.shape[-1] > 2:
+        raise OSError(f"{fn}: a 16-bit colour PNG would be read back as 8 bits: write a .tif or .npy")
+    def write(tmp):   # a temporary file, then renamed: `fn` is never half written
+        if suffix == '.npy':
+            with open(tmp, 'wb') as f: np.save(f, a)
+        elif suffix in ('.tif', '.tiff'):
+            import tifffile
+            tifffile.imwrite(tmp, a)
+        elif dtype == np.uint16: _write_png16(tmp, a if a.ndim == 3 else a[..., None])
+        else: Image.fromarray(a, image_modes.get(a.shape[-1] if a.ndim == 3 else 1)).save(tmp, format=Image.registered_extensions().get(suffix, 'PNG'))
+    return atomic_write(fn, write, a.nbytes)
 
 # %% ../nbs/03a_images.ipynb #10f96160
 class TensorImageDeep(TensorImage):

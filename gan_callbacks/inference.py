@@ -13,6 +13,7 @@ import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner
 from .images import image_modes, is_deep, read_image, write_image, open_image
+from .safety import atomic_write
 from .internals import ConvBase
 from .generator import paper_test_mode
 from .gan import find_trainer
@@ -183,8 +184,8 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         return write_image(out_fn, y, dtype)
     im = translate_image(G, fn, aligned=aligned, size=load_size or settings['size'], test_mode=test_mode or settings['test_mode'],
                          preprocess=preprocess, keep_size=not network_size, direction=direction, tile=tile, overlap=overlap)
-    im.save(out_fn)
-    return Path(out_fn)
+    fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')
+    return atomic_write(out_fn, lambda tmp: im.save(tmp, format=fmt))   # never a half-written output
 
 @torch.no_grad()
 def translate_batch(learn, x, direction='AtoB', bs=16):

@@ -122,6 +122,14 @@ def test_full_disk_while_the_generator_is_exported(trained, tiny, tmp_path, monk
     assert f"Cannot write {out/'generator.pkl'}: No space left on device" in line, line
     assert (out/'generator.pkl').read_bytes() == before and not list(out.glob('.generator.pkl.*'))
 
+def test_full_disk_while_a_translation_is_written(trained, tiny, tmp_path, monkeypatch, capsys):
+    one = sorted((tiny/'val').iterdir())[0]
+    out = tmp_path/'t'; out.mkdir(); (out/one.name).write_bytes(b'an earlier translation')
+    monkeypatch.setattr(Image.Image, 'save', lambda self, fp, format=None, **kw: half_write(fp, OSError(28, 'No space left on device')))
+    assert run(['translate', '--model', trained/'generator', '--input', one, '--output', out, '--aligned']) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"gan_callbacks translate: error: Cannot write {out/one.name}: No space left on device")
+    assert [f.name for f in out.iterdir()] == [one.name] and (out/one.name).read_bytes() == b'an earlier translation'
+
 def test_a_file_size_limit_while_exporting_is_one_line(trained, tmp_path):
     "A real write error from the safetensors writer (a file-size limit stands in for a full disk): one line, exit 2, the folder as it was"
     folder = tmp_path/'generator'
