@@ -206,9 +206,9 @@ class Pix2pixRun(TrainRun):
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         self.depth = unet_depth(crop_size)
-        if self.layout == 'separate':   # A and B of different sizes would be stretched differently
-            check_pair_sizes(p for s in ('train', 'val') if (Path(data)/s).is_dir() for p in get_pairs(Path(data)/s, 'separate'))
         make = deep_dataloaders if is_deep_folder(data, layout=self.layout) else Pix2pixDataLoaders.from_folder   # 16 bits, many channels
+        if self.layout == 'separate' and make is not deep_dataloaders:   # A and B of different sizes would be stretched differently
+            check_pair_sizes(p for s in ('train', 'val') if (Path(data)/s).is_dir() for p in get_pairs(Path(data)/s, 'separate'))
         dls = make(data, layout=self.layout, direction=self.direction, load_size=load_size, crop_size=crop_size, bs=bs,
                    num_downs=max(self.depth, 5))
         G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=self.depth, ngf=ngf)
