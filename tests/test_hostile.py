@@ -287,6 +287,7 @@ def test_an_untrusted_pth_points_at_trust_pickle(trained, tiny, tmp_path, capsys
 def test_the_safety_notebook_passes_with_sigint_ignored():
     import signal
     root = Path(__file__).parents[1]
+    assert (root/'nbs'/'05c_safety.ipynb').is_file()
     p = subprocess.run([str(Path(sys.executable).parent/'nbdev_test'), '--path', str(root/'nbs'/'05c_safety.ipynb')], cwd=root,
                        capture_output=True, text=True, timeout=600, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
