@@ -174,7 +174,7 @@ def _parser():
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
     a.add_argument('--host', default='127.0.0.1', help='address to serve on (default: this machine only)')
     a.add_argument('--port', type=int, default=7860)
-    a.add_argument('--max-pixels', type=int, default=app_max_pixels, help='larger uploads are refused with a message (the default keeps a request within about 1 GB)')
+    a.add_argument('--max-pixels', type=int, default=app_max_pixels, help='larger uploads are refused with a message (the default keeps a request within about 0.5 GB)')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
