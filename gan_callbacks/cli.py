@@ -155,7 +155,7 @@ def _parser():
                    "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
     r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
-                   "overlap: any image size in the memory of one batch of tiles")
+                   "overlap: any image size in the memory of one batch of tiles (default: whole images up to 3840 x 2160 pixels, tiles of 1024 above)")
     r.add_argument('--overlap', type=int, default=64, help="pixels shared by neighbouring tiles (default 64)")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")

@@ -19,9 +19,9 @@ from .generator import paper_test_mode
 from .gan import find_trainer
 
 # %% auto #0
-__all__ = ['preprocesses', 'test_modes', 'translate_preprocesses', 'to_pil', 'from_pil', 'reference_resize', 'eval_mode',
-           'run_generator', 'generator_settings', 'pad_to_multiple', 'tile_starts', 'blend_ramp', 'run_padded',
-           'run_tiled', 'generator', 'translate_image', 'translate_file', 'translate_batch']
+__all__ = ['preprocesses', 'test_modes', 'translate_preprocesses', 'max_whole_pixels', 'auto_tile', 'to_pil', 'from_pil',
+           'reference_resize', 'eval_mode', 'run_generator', 'generator_settings', 'pad_to_multiple', 'tile_starts',
+           'blend_ramp', 'run_padded', 'run_tiled', 'generator', 'translate_image', 'translate_file', 'translate_batch']
 
 # %% ../nbs/05a_inference.ipynb #02f27398
 def to_pil(t):
@@ -151,6 +151,11 @@ def generator(learn, direction='AtoB'):
     return m
 
 translate_preprocesses = ('pad',) + preprocesses
+max_whole_pixels, auto_tile = 3840 * 2160, 1024   # larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
+
+def _tile_for(x, tile):
+    "`tile`, or `auto_tile` for an image tensor `x` of more than `max_whole_pixels` pixels"
+    return auto_tile if tile is None and x.shape[-1] * x.shape[-2] > max_whole_pixels else tile
 
 @torch.no_grad()
 def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
@@ -165,6 +170,7 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
     mode = test_mode or s['test_mode']
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
         x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
+        tile = _tile_for(x, tile)
         return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
     y = run_generator(G, x[None].to(next(G.parameters()).device), mode)[0]
@@ -179,7 +185,7 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         g = generator(G, direction)
         s = generator_settings(g)
         x, dtype = read_image(fn, s['in_ch'])
-        mode = test_mode or settings['test_mode']
+        mode, tile = test_mode or settings['test_mode'], _tile_for(x, tile)
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
     im = translate_image(G, fn, aligned=aligned, size=load_size or settings['size'], test_mode=test_mode or settings['test_mode'],

@@ -467,3 +467,15 @@ def test_separate_pairs_of_different_sizes_are_one_line(tmp_path, capsys):
     assert run(['train', '--data', tmp_path/'d', '--out', tmp_path/'o', '--layout', 'separate', *TINY]) == 2
     line = one_line(capsys.readouterr().err)
     assert f"{tmp_path/'d'/'train'/'B'/'3.png'} is 64x32, but its A image {tmp_path/'d'/'train'/'A'/'3.png'} is 32x32" in line, line
+
+def test_large_images_go_through_tiles_by_default(trained, tmp_path, monkeypatch):
+    from gan_callbacks import inference
+    calls = []
+    monkeypatch.setattr(inference, 'run_tiled', lambda G, x, tile, *a: (calls.append(tile), torch.zeros(3, *x.shape[-2:]))[1])
+    png_bomb(tmp_path/'uhd.png', 4000, 2200)   # 8.8 Mpx: more than a 4K frame
+    Image.new('RGB', (64, 32)).save(tmp_path/'small.png')
+    for f in ('uhd.png', 'small.png'):
+        assert run(['translate', '--model', trained/'generator', '--input', tmp_path/f, '--output', tmp_path/'o']) == 0
+    assert calls == [1024] and Image.open(tmp_path/'o'/'uhd.png').size == (4000, 2200)
+    assert run(['translate', '--model', trained/'generator', '--input', tmp_path/'uhd.png', '--output', tmp_path/'o', '--tile', 256]) == 0
+    assert calls == [1024, 256]
