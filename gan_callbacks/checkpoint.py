@@ -255,6 +255,7 @@ class GANCheckpoint(StateDictCallback):
         self._pending, self._active = None, in_fit(self.learn)
         if not self._active: return
         self.resumed_from = self.saved = self._done = None
+        self._bad = 0
         _check_writable(self.ckpt_dir)
         # `True`: the newest epoch; a partial epoch only when no epoch was finished
         if self.resume is True: files = [p for _, p in reversed(_series(self.ckpt_dir, self.fname))] or \

@@ -119,7 +119,7 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
     check_finite(sd, f"{out}: the generator")   # a diverged network is not worth a folder
     need = sum(v.nelement() * v.element_size() for v in sd.values())
     out.parent.mkdir(parents=True, exist_ok=True)
-    if (free := shutil.disk_usage(out.parent).free) < need + 2**20: raise write_error(out, OSError(28, 'No space left on device'), need)
+    if shutil.disk_usage(out.parent).free < need + 2**20: raise write_error(out, OSError(28, 'No space left on device'), need)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.tmp', dir=out.parent))
     try:
         try:

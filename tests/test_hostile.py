@@ -479,3 +479,21 @@ def test_large_images_go_through_tiles_by_default(trained, tmp_path, monkeypatch
     assert calls == [1024] and Image.open(tmp_path/'o'/'uhd.png').size == (4000, 2200)
     assert run(['translate', '--model', trained/'generator', '--input', tmp_path/'uhd.png', '--output', tmp_path/'o', '--tile', 256]) == 0
     assert calls == [1024, 256]
+
+def test_nonfinite_patience_counts_epochs_in_a_row(tmp_path):
+    from fastai.callback.core import Callback
+    from test_bad_input import tiny_learner, fit
+    from gan_callbacks.checkpoint import GANCheckpoint, WeightsNotFinite
+    class Blip(Callback):
+        "Weights not finite at the end of epoch 1 only"
+        order = 50
+        def after_epoch(self):
+            p = next(self.learn.model.parameters())
+            if self.epoch == 1: self.kept = p.detach().clone(); p.data.fill_(float('nan'))
+        def before_epoch(self):
+            if self.epoch == 2: next(self.learn.model.parameters()).data.copy_(self.kept)
+    learn = tiny_learner(tmp_path/'a', cbs=[GANCheckpoint(patience=2), Blip()])
+    fit(learn, 3)   # one epoch not finite, then finite again: the fit goes on, that epoch unsaved
+    assert sorted(p.name for p in (tmp_path/'a'/'models').iterdir()) == ['gan_epoch0.pth', 'gan_epoch2.pth']
+    learn = tiny_learner(tmp_path/'b', cbs=[GANCheckpoint(patience=1), Blip()])
+    with pytest.raises(WeightsNotFinite, match=f"after epoch 2 of 3: .*the last good checkpoint is {tmp_path/'b'/'models'/'gan_epoch0.pth'}"): fit(learn, 3)
