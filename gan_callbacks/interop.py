@@ -12,7 +12,7 @@ from torch import nn
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
 from .models import ResnetBlock, check_input
-from .safety import atomic_save
+from .safety import atomic_save, atomic_write
 from .checkpoint import is_checkpoint, few_keys
 from .inference import generator_settings, eval_mode, run_generator
 from .state_dicts import InteropError, generator_from_state_dict, clean_state_dict, infer_generator, generator_kinds
@@ -122,8 +122,9 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     try:
         with eval_mode(G), warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
             warnings.simplefilter('ignore', torch.jit.TracerWarning); warnings.simplefilter('ignore', DeprecationWarning)
-            torch.onnx.export(G, (x,), str(fn), dynamo=False, opset_version=opset, input_names=['input'], output_names=['output'],
-                              dynamic_axes={'input': dyn, 'output': dyn})
+            atomic_write(fn, lambda tmp: torch.onnx.export(G, (x,), str(tmp), dynamo=False, opset_version=opset, input_names=['input'],
+                                                           output_names=['output'], dynamic_axes={'input': dyn, 'output': dyn}),
+                         errors=(OSError,))   # an export that fails for another reason says so itself
     except ImportError as e: raise InteropError(f'exporting to ONNX needs onnx: pip install "gan_callbacks[onnx]" ({e})') from None
     if check: check_onnx(G, fn, x)
     return Path(fn)

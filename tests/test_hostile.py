@@ -130,6 +130,14 @@ def test_full_disk_while_a_translation_is_written(trained, tiny, tmp_path, monke
     assert one_line(capsys.readouterr().err).startswith(f"gan_callbacks translate: error: Cannot write {out/one.name}: No space left on device")
     assert [f.name for f in out.iterdir()] == [one.name] and (out/one.name).read_bytes() == b'an earlier translation'
 
+def test_full_disk_while_onnx_is_exported(trained, tmp_path, monkeypatch, capsys):
+    pytest.importorskip('onnx')
+    (tmp_path/'g.onnx').write_bytes(b'an earlier export')
+    monkeypatch.setattr(torch.onnx, 'export', lambda G, args, f, **kw: half_write(f, OSError(28, 'No space left on device')))
+    assert run(['export', '--model', trained/'generator', '--format', 'onnx', '--out', tmp_path/'g.onnx']) == 2
+    assert one_line(capsys.readouterr().err).startswith(f"gan_callbacks export: error: Cannot write {tmp_path/'g.onnx'}: No space left on device")
+    assert (tmp_path/'g.onnx').read_bytes() == b'an earlier export' and [f.name for f in tmp_path.iterdir()] == ['g.onnx']
+
 def test_a_file_size_limit_while_exporting_is_one_line(trained, tmp_path):
     "A real write error from the safetensors writer (a file-size limit stands in for a full disk): one line, exit 2, the folder as it was"
     folder = tmp_path/'generator'
