@@ -317,7 +317,7 @@ class GANCheckpoint(StateDictCallback):
 
     def on_epoch_end(self, epoch, n_epochs, **kwargs):
         "Save after every `every` epochs and after the last one"
-        if self._active and (epoch + 1) % self.every == 0 or epoch + 1 == n_epochs:
+        if self._active and ((epoch + 1) % self.every == 0 or epoch + 1 == n_epochs):   # never outside `fit` (`validate`, `get_preds`)
             self._done = (epoch, self.learn.train_iter, None)   # a save under way: an interrupt now redoes it, not the epoch
             self.save_epoch(epoch)
         if self._active: self._check_diverged(epoch, n_epochs)
