@@ -11,7 +11,8 @@ from skimage.filters import gaussian
 from fastai.basics import Learner, DataLoaders, L1LossFlat
 from torchvision.models.inception import InceptionA
 from gan_callbacks.metrics import (psnr, ssim, psnr_per_image, ssim_per_image, frechet_distance, feature_stats, kernel_distance,
-                                   fid, kid, image_features, PSNR, SSIM, FIDInception, fid_inception, fid_weights_name, evaluate)
+                                   fid, kid, image_features, PSNR, SSIM, FIDInception, fid_inception, fid_weights_name)
+from gan_callbacks.evaluation import evaluate
 from gan_callbacks.interop import load_generator, export_reference
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, paper_test_mode
