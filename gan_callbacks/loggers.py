@@ -15,6 +15,7 @@ from torchvision.utils import make_grid
 from .gan import find_trainer, in_fit
 from .inference import translate_batch
 from .distributed import rank_distrib, unwrap
+from .checkpoint import export_learner
 from .show import three_channels
 from .ema import averaged, find_ema
 
@@ -199,7 +200,7 @@ class KeepBest(TrackerCallback):
         m = unwrap(learn.model)
         last = {k: v.detach().clone() for k, v in m.state_dict().items()}
         m.load_state_dict(self.best_state)
-        try: learn.export(fname)
+        try: export_learner(learn, fname)
         finally: m.load_state_dict(last)
         return fname
 

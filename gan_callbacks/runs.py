@@ -16,10 +16,11 @@ from .models import UnetGenerator, ResnetGenerator, init_weights
 from .pix2pix import Pix2pixTrainer, pix2pix_learner, unet_depth
 from .cyclegan import CycleGANTrainer, cyclegan_learner
 from .cut import CUTTrainer, cut_learner, cut_modes
-from .checkpoint import GANCheckpoint
+from .checkpoint import GANCheckpoint, export_learner
+from .safety import atomic_write
 from .interrupts import Interrupted, how_stopped, interruptible, fit_interruptible, after_fit_interrupted, run_ended
 from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
-                                is_deep_folder, deep_dataloaders, bit_depth)
+                                is_deep_folder, deep_dataloaders, bit_depth, get_pairs)
 from .inference import from_pil, translate_batch, test_mode_of, reference_test_mode
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
@@ -29,7 +30,7 @@ from .swd_metric import SWD
 from .ema import find_ema
 from .stabilizers import recipes
 from .distributed import setup_process
-from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks
+from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes
 _all_ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']   # at home in `interrupts`
 
 # %% auto #0
@@ -48,6 +49,7 @@ def _check_train(data, sample, out, seed, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
+    if data is not None: check_apart(data, out)   # pictures written into the data would be trained on next time
     check_numbers(seed=seed, **numbers)
     out, rank = make_out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
     if not rank: hold_lock(out)   # one run per output folder
@@ -98,7 +100,7 @@ def _wandb_logger(out, model, n_samples, config):
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
           crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, recipe='paper', ema=None, r1=None, r2=None, reg_interval=None, diffaugment=None,
-          spectral_norm=None, swd=False, **options):
+          spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, **options):
     "Train `model` (pix2pix, cyclegan, cut or fastcut) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
@@ -116,10 +118,14 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
         data = run.sample()
     try: learn = run.learner(data, out, bs=bs, load_size=load_size, crop_size=crop_size, ngf=ngf)
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
+    if not len(learn.dls.valid_ds):
+        raise CLIError(f"--data {data}: nothing to validate on, and too few training images to set some apart: add a folder of "
+                       + ("pairs val/" if model == 'pix2pix' else "images testA/ and testB/") + " (it need not be large)")
     _set_precision(learn, precision)
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
-    ckpt, keep = GANCheckpoint(resume=resume), keep_best and KeepBest(monitor)
+    if nonfinite_patience < 1: raise CLIError(f"--nonfinite-patience must be at least 1, got {nonfinite_patience}")
+    ckpt, keep = GANCheckpoint(resume=resume, patience=nonfinite_patience), keep_best and KeepBest(monitor)
     cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
     cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
@@ -131,13 +137,13 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
     if (ema := find_ema(learn)) is not None: ema.swap_in()   # the run keeps the moving average (a next fit puts the training weights back)
-    learn.export('generator.pkl')
+    export_learner(learn, 'generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
     if keep and keep.export_best('best_generator.pkl'):
         summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
         e = keep.best_epoch   # counted from 0, as history.csv, summary.json and the file names count
         lines.append(f"  best_generator.pkl  the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
-    (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
     write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits)),
@@ -165,6 +171,8 @@ class Pix2pixRun(TrainRun):
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         self.depth = unet_depth(crop_size)
         make = deep_dataloaders if is_deep_folder(data, layout=self.layout) else Pix2pixDataLoaders.from_folder   # 16 bits, many channels
+        if self.layout == 'separate' and make is not deep_dataloaders:   # A and B of different sizes would be stretched differently
+            check_pair_sizes(p for s in ('train', 'val') if (Path(data)/s).is_dir() for p in get_pairs(Path(data)/s, 'separate'))
         dls = make(data, layout=self.layout, direction=self.direction, load_size=load_size, crop_size=crop_size, bs=bs,
                    num_downs=max(self.depth, 5))
         G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=self.depth, ngf=ngf)
@@ -174,7 +182,8 @@ class Pix2pixRun(TrainRun):
 
     def callbacks(self, out, n_samples): return [SampleGrid(out, n=n_samples)]
     def describe(self, data, dls, crop_size, precision):
-        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, U-Net depth {self.depth}, {precision})"
+        split = '' if (Path(data)/'val').is_dir() else ', no val/ folder: validating on a random 20% of train/'
+        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs{split}, {crop_size}px, U-Net depth {self.depth}, {precision})"
 
     def summary(self, learn, data, out, grid):
         plot_training(learn, out/'losses.png')
