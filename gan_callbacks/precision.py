@@ -52,11 +52,11 @@ class FitPrecision:
             if sd[f'{k}_scaler'] and k in self.scalers: self.scalers[k].load_state_dict(sd[f'{k}_scaler'])
 
 # %% ../nbs/04g_precision.ipynb #48837917
-def speed_up(m, channels_last:bool=False, compile:bool=False):
-    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`; pickling drops it)"
+def speed_up(m, channels_last:bool=False, compile:bool|dict=False):
+    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`, `compile` a dict: its arguments; pickling drops it)"
     if m is None: return m
     if channels_last: m.to(memory_format=torch.channels_last)
-    if compile and not is_compiled(m): m.compile()
+    if compile and not is_compiled(m): m.compile(**(compile if isinstance(compile, dict) else {}))
     return m
 
 def to_channels_last(t):
