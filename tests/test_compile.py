@@ -77,3 +77,10 @@ def test_compiled_networks_train_as_eager_and_compile_once(make):
         assert a.keys() == b.keys()
         for k in a: torch.testing.assert_close(a[k].float(), b[k].float(), atol=1e-5, rtol=1e-5, msg=lambda s: f'{k}: {s}')
         assert any(not torch.equal(a[k], init[k]) for k in a)   # it trained
+
+def test_inductor_refused_for_replication_padding_before_any_step():
+    learn, nets = cut(True)   # CUT's anti-aliased G upsamples after replication padding: inductor's backward of it fails mid-fit
+    before = [{k: v.clone() for k, v in m.state_dict().items()} for m in nets()]
+    with pytest.raises(ValueError, match='ResnetGenerator has a ReplicationPad2d'), learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3)
+    assert not is_compiled(learn.model)
+    for m, sd in zip(nets(), before): assert all(torch.equal(v, sd[k]) for k, v in m.state_dict().items())   # no step taken
