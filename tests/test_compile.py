@@ -11,7 +11,7 @@ from gan_callbacks.pix2pix import Pix2pixTrainer
 from gan_callbacks.cyclegan import cyclegan_learner
 from gan_callbacks.cut import cut_learner
 from gan_callbacks.internals import compiled_graphs, is_compiled
-from interrupting import Unpaired
+from helpers import Unpaired
 
 # dynamo's graphs and AOT autograd's forward/backward split, run by eager kernels: what decides which compiled frame
 # runs (guards on `requires_grad`, train/eval, shapes) without generating C++ kernels, minutes each on a small CPU
