@@ -34,6 +34,7 @@ from .pix2pixhd import *
 from .augment import *
 from .ema import *
 from .regularize import *
+from .stabilizers import *
 from .checkpoint import *
 from .safety import *
 from .interrupts import *
@@ -52,6 +53,6 @@ from .model_folder import *
 from .distributed import *
 from .loggers import *
 from .app import *
-_modules = ('core', 'models', 'losses', 'images', 'samples', 'loader', 'data', 'optim', 'progress', 'steps', 'precision', 'guard', 'loss_log', 'discriminators', 'test_time', 'gan', 'learner', 'pix2pix', 'cyclegan', 'cut', 'augment', 'ema', 'regularize', 'checkpoint', 'safety', 'interrupts', 'inference', 'show', 'checks', 'runs', 'cli', 'metrics', 'inception', 'swd_metric', 'evaluation', 'interop', 'state_dicts', 'model_folder', 'distributed', 'loggers', 'app')
+_modules = ('core', 'models', 'losses', 'images', 'samples', 'loader', 'data', 'optim', 'progress', 'steps', 'precision', 'guard', 'loss_log', 'discriminators', 'test_time', 'gan', 'learner', 'pix2pix', 'cyclegan', 'cut', 'augment', 'ema', 'regularize', 'stabilizers', 'checkpoint', 'safety', 'interrupts', 'inference', 'show', 'checks', 'runs', 'cli', 'metrics', 'inception', 'swd_metric', 'evaluation', 'interop', 'state_dicts', 'model_folder', 'distributed', 'loggers', 'app')
 # the names, not the modules: `generator` (a function of `inference`) and `app` (a command of `cli`) are modules' names too
 __all__ = list(dict.fromkeys(n for m in _modules for n in importlib.import_module(f'gan_callbacks.{m}').__all__))

@@ -4,7 +4,7 @@
 
 # %% ../nbs/16_app.ipynb #014e7dc4
 from __future__ import annotations
-import atexit, os, shutil, tempfile
+import atexit, os, shutil, tempfile, uuid
 from pathlib import Path
 from PIL import Image
 from .state_dicts import InteropError
@@ -12,11 +12,12 @@ from .interop import read_generator
 from .inference import translate_file
 
 # %% auto #0
-__all__ = ['tile_choices', 'upload_limit', 'AppError', 'check_upload', 'translate_upload', 'make_app', 'serve']
+__all__ = ['tile_choices', 'upload_limit', 'whole_max_pixels', 'AppError', 'check_upload', 'translate_upload', 'make_app',
+           'serve']
 
 # %% ../nbs/16_app.ipynb #3fa88863
 tile_choices = ('whole image', '256', '512', '1024')
-upload_limit = 50_000_000   # pixels: larger uploads are refused with a message
+upload_limit, whole_max_pixels = 2048 * 2048, 1024 * 1024   # pixels: larger uploads are refused (a request within about 0.5 GB); above the second, tiles whatever is chosen
 
 class AppError(ValueError):
     "An upload the app cannot translate, said on the page"
@@ -33,21 +34,34 @@ def check_upload(fn, max_pixels:int=upload_limit):
     return w, h
 
 # %% ../nbs/16_app.ipynb #54ed5805
-def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit):
-    "Translate uploaded image file `fn` as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
-    check_upload(fn, max_pixels)
-    out_dir = Path(out_dir or tempfile.mkdtemp(prefix='gan_callbacks_app_')); out_dir.mkdir(parents=True, exist_ok=True)
-    out = out_dir/f"{Path(fn).stem}_{direction}.png"
-    try: return translate_file(model, settings, fn, out, direction=direction, tile=None if tile == tile_choices[0] else int(tile))
-    except (OSError, ValueError) as e: raise AppError(f"{Path(fn).name}: {e}") from None
-
-# %% ../nbs/16_app.ipynb #5826e152
 def _app_folder():
     "A new folder of the app's own in the system's temporary folder, removed when the process ends"
     d = Path(tempfile.mkdtemp(prefix='gan_callbacks_app_'))
     atexit.register(shutil.rmtree, d, True)
     return d
 
+_outputs = []   # the folder of `translate_upload`'s outputs when it is given no `out_dir`, made at the first request
+
+def _request_dir(folder, keep=8):
+    "A new folder in `folder` for one request's output, the oldest removed: `folder` holds the last `keep` requests' outputs and room for one more"
+    folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
+    olds = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
+    for p in olds[:max(len(olds) - keep + 1, 0)]: shutil.rmtree(p, ignore_errors=True)
+    return folder/uuid.uuid4().hex
+
+def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit):
+    "Translate uploaded image file `fn` as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
+    w, h = check_upload(fn, max_pixels)
+    if out_dir is None and not _outputs: _outputs.append(_app_folder())
+    out_dir = Path(out_dir or _request_dir(_outputs[0])); out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir/f"{Path(fn).stem}_{direction}.png"
+    t = None if tile == tile_choices[0] else int(tile)
+    if t is None and w * h > whole_max_pixels: t = 512   # a large image whole would take the network's memory times its size
+    try: return translate_file(model, settings, fn, out, direction=direction, tile=t)
+    except (OSError, ValueError) as e:   # said with the upload's name, not the server's paths
+        raise AppError(f"{Path(fn).name}: {str(e).replace(str(fn), Path(fn).name).replace(str(Path(fn).parent), '')}") from None
+
+# %% ../nbs/16_app.ipynb #5826e152
 def make_app(model, max_pixels:int=upload_limit):
     "A Gradio page translating dropped images with the generator in model folder (or file) `model`; its files in `_app_folder()`"
     os.environ.setdefault('GRADIO_ANALYTICS_ENABLED', 'False')
@@ -58,10 +72,10 @@ def make_app(model, max_pixels:int=upload_limit):
     G, s = read_generator(model)
     directions = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB']
     def run(fn, direction, tile):
-        try: out = translate_upload(G, s, fn, direction, tile, out_dir=folder/'translations', max_pixels=max_pixels)
+        try: out = translate_upload(G, s, fn, direction, tile, out_dir=_request_dir(folder/'translations'), max_pixels=max_pixels)
         except AppError as e: return None, None, f"**Could not translate:** {e}"
         return str(out), str(out), f"Translated {Path(fn).name} ({direction}, {tile if tile == tile_choices[0] else tile + ' px tiles'})."
-    with gr.Blocks(title=f'gan_callbacks: {Path(model).name}') as app:
+    with gr.Blocks(title=f'gan_callbacks: {Path(model).name}', delete_cache=(600, 3600)) as app:   # uploads older than an hour go
         gr.Markdown(f"# {Path(model).name}\nDrop an image, pick the direction and the tile size, and translate it.")
         with gr.Row():
             with gr.Column():
@@ -74,7 +88,7 @@ def make_app(model, max_pixels:int=upload_limit):
                 download = gr.File(label='Download', interactive=False, elem_id='download')
                 status = gr.Markdown(elem_id='status')
         go.click(run, [src, direction, tile], [shown, download, status])
-    return app
+    return app.queue(default_concurrency_limit=1, max_size=32)   # one translation at a time: memory for one
 
 def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=upload_limit):
     "Serve the app for `model` on `host`:`port` until interrupted"

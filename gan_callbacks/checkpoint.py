@@ -17,11 +17,11 @@ from .core import StateDictCallback
 from .gan import NonFiniteError, find_trainer, learner_device
 from .internals import in_fit, first_use_pass, recorder_history, set_recorder_history
 from .distributed import unwrap, rank_distrib
-from .safety import CheckpointError, CheckpointWriteError, atomic_save, signals_deferred
+from .safety import CheckpointError, CheckpointWriteError, atomic_save, atomic_write, signals_deferred
 
 # %% auto #0
 __all__ = ['rng_states', 'set_rng_states', 'checkpoint_state', 'check_fits', 'load_checkpoint', 'find_checkpoint',
-           'GANCheckpoint']
+           'WeightsNotFinite', 'export_learner', 'GANCheckpoint']
 
 # %% ../nbs/05_checkpoint.ipynb #ef1628b7
 def _rng_loaders(dls):
@@ -105,9 +105,30 @@ def _read(fn, device=None):
     if not isinstance(ck, dict) or ck.get('format') != _FORMAT:
         raise CheckpointError(f"{fn} is not a checkpoint written by `GANCheckpoint`")
     tr = ck.get('trainer')
-    if tr is not None and 'discriminator' in tr:   # written before the trainers shared `AdversarialTrainer`: one D
-        tr['discriminators'], tr['d_in_ch'] = {'discriminator': tr.pop('discriminator')}, {'discriminator': tr['d_in_ch']}
+    if isinstance(tr, dict) and 'discriminator' in tr:   # written before the trainers shared `AdversarialTrainer`: one D
+        tr['discriminators'], tr['d_in_ch'] = {'discriminator': tr.pop('discriminator')}, {'discriminator': tr.get('d_in_ch')}
+    _check_layout(ck, fn)
+    if not _finite_tensors(ck['model'], *(tr['discriminators'].values() if tr else ())):
+        raise CheckpointError(f"{fn}: its weights are not finite (NaN or infinity), the training had diverged: resume from an earlier checkpoint")
     return ck
+
+_layout = dict(epoch=int, n_epoch=int, train_iter=int, model=dict, opt=dict, rng=dict)   # what a checkpoint must hold
+_optional = dict(trainer=dict, scaler=dict, recorder=dict, hps=dict, interrupted=dict, callbacks=dict)   # ... or may hold as `None`
+
+def _check_layout(ck, fn):
+    "Raise a `CheckpointError` naming what checkpoint `ck` (read from `fn`) lacks or holds of the wrong type: a file edited or damaged"
+    def wrong(k, v, t): return f"{k} is {'missing' if v is None else 'a ' + type(v).__name__}, expected {'an integer' if t is int else 'a dict'}"
+    bad = [wrong(k, ck.get(k), t) for k, t in _layout.items() if not isinstance(ck.get(k), t) or isinstance(ck.get(k), bool)]
+    bad += [wrong(k, ck[k], t) for k, t in _optional.items() if ck.get(k) is not None and not isinstance(ck[k], t)]
+    tr, rng = ck.get('trainer'), ck.get('rng')
+    if isinstance(tr, dict):
+        bad += [wrong(f'trainer.{k}', tr.get(k), dict) for k in ('discriminators', 'd_in_ch') if not isinstance(tr.get(k), dict)]
+    if isinstance(rng, dict): bad += [f"rng.{k} is missing" for k in ('python', 'numpy', 'torch', 'cuda', 'dls') if k not in rng]
+    if bad: raise CheckpointError(f"{fn} is damaged or was edited: {'; '.join(bad[:3])}" + (f" and {len(bad)-3} more" if len(bad) > 3 else ''))
+
+def _finite_tensors(*sds):
+    "Whether every floating-point tensor of state dicts `sds` is finite"
+    return all(bool(v.isfinite().all()) for sd in sds if isinstance(sd, dict) for v in sd.values() if torch.is_tensor(v) and v.is_floating_point())
 
 def check_fits(module, sd, what, fn):
     "Raise a `CheckpointError` naming the tensors of `sd` (from file `fn`) that do not fit `module`, with both shapes"
@@ -180,6 +201,16 @@ def find_checkpoint(learn:Learner, fname:str='gan', interrupted:bool=False):
     part = d/f'{fname}_interrupted.pth'
     return part if interrupted and part.is_file() else None
 
+class WeightsNotFinite(CheckpointError):
+    "A fit stopped by `GANCheckpoint` because its weights are not finite: the training diverged"
+
+def export_learner(learn:Learner, fname='export.pkl'):
+    "`learn.export(fname)` written atomically: the file is the old one or the whole new one, and a full disk one line naming it (`None` on other ranks)"
+    if rank_distrib(): return None
+    fn = Path(learn.path)/fname
+    need = sum(v.nelement() * v.element_size() for v in unwrap(learn.model).state_dict().values())
+    return atomic_write(fn, lambda tmp: learn.export(tmp.absolute()), need)   # `export` writes to `learn.path/fname`
+
 def _finite(*models):
     "Whether all floating-point weights and buffers of `models` are finite (one host sync)"
     ts = [t for m in models if m is not None for t in m.state_dict().values() if t.is_floating_point()]
@@ -204,10 +235,13 @@ class GANCheckpoint(StateDictCallback):
     def __init__(self, fname:str='gan',       # files: `learn.path/learn.model_dir/{fname}_epoch{n}.pth`
                  every:int=1,                 # save every `every` epochs, and after the fit's last
                  keep:int=2,                  # epoch checkpoints to keep
-                 resume:bool|str|Path=False): # `True`: continue from the newest checkpoint if any; or a checkpoint file
-        if every < 1 or keep < 1: raise ValueError(f"`every` and `keep` must be at least 1, got every={every}, keep={keep}")
+                 resume:bool|str|Path=False,  # `True`: continue from the newest checkpoint if any; or a checkpoint file
+                 patience:int=1):             # stop with `WeightsNotFinite` after this many epochs in a row (and the last) whose weights are not finite
+        if every < 1 or keep < 1 or patience < 1:
+            raise ValueError(f"`every`, `keep` and `patience` must be at least 1, got every={every}, keep={keep}, patience={patience}")
         store_attr()
         self._pending = self.resumed_from = self.saved = self._done = None
+        self._bad = 0
         self._active = False
 
     @property
@@ -221,6 +255,7 @@ class GANCheckpoint(StateDictCallback):
         self._pending, self._active = None, in_fit(self.learn)
         if not self._active: return
         self.resumed_from = self.saved = self._done = None
+        self._bad = 0
         _check_writable(self.ckpt_dir)
         # `True`: the newest epoch; a partial epoch only when no epoch was finished
         if self.resume is True: files = [p for _, p in reversed(_series(self.ckpt_dir, self.fname))] or \
@@ -267,7 +302,9 @@ class GANCheckpoint(StateDictCallback):
         "Random states, `train_iter`, the histories of the `Recorder` and the `ParamScheduler`, and the trackers' state, as saved"
         p, learn = self._pending, self.learn
         self._pending = None
-        set_rng_states(p['rng'], learn.dls)
+        try: set_rng_states(p['rng'], learn.dls)
+        except (TypeError, ValueError, KeyError, IndexError, RuntimeError) as e:
+            raise CheckpointError(f"{self.resumed_from} is damaged or was edited: its random states cannot be restored ({e})") from None
         learn.train_iter = p['train_iter']
         rec, r = getattr(learn, 'recorder', None), p['recorder']
         if rec is not None and r is not None: set_recorder_history(rec, r)
@@ -280,9 +317,19 @@ class GANCheckpoint(StateDictCallback):
 
     def on_epoch_end(self, epoch, n_epochs, **kwargs):
         "Save after every `every` epochs and after the last one"
-        if self._active and (epoch + 1) % self.every == 0 or epoch + 1 == n_epochs:
+        if self._active and ((epoch + 1) % self.every == 0 or epoch + 1 == n_epochs):   # never outside `fit` (`validate`, `get_preds`)
             self._done = (epoch, self.learn.train_iter, None)   # a save under way: an interrupt now redoes it, not the epoch
             self.save_epoch(epoch)
+        if self._active: self._check_diverged(epoch, n_epochs)
+
+    def _check_diverged(self, epoch, n_epochs):
+        "Raise `WeightsNotFinite` after `patience` epochs in a row, or a last epoch, whose weights are not finite"
+        t = find_trainer(self.learn)
+        self._bad = 0 if _finite(self.learn.model, *([] if t is None else t.discriminators.values())) else self._bad + 1
+        if self._bad and (self._bad >= self.patience or epoch + 1 == n_epochs):
+            last = find_checkpoint(self.learn, self.fname)
+            raise WeightsNotFinite(f"the weights are not finite (NaN or infinity) after epoch {epoch + 1} of {n_epochs}: the training "
+                                   f"diverged (a lower learning rate may help); stopped, the last good checkpoint is {last or 'none'}, no generator written")
 
     def save_epoch(self, epoch:int):
         "Save checkpoint `{fname}_epoch{epoch}.pth`, then remove the ones it makes obsolete; returns its path (`None`: not saved)"
@@ -312,7 +359,7 @@ class GANCheckpoint(StateDictCallback):
     def on_train_end(self, exception=False, **kwargs):
         "After an interrupt or a crash, save the partial epoch apart (`saved`: where to resume) and let it go on; nothing after a non-finite stop"
         if self._pending and not exception: self._restore_loop()   # every epoch was skipped
-        if not (self._active and exception) or isinstance(exception, (NonFiniteError, CheckpointWriteError)): return
+        if not (self._active and exception) or isinstance(exception, (NonFiniteError, CheckpointWriteError, WeightsNotFinite)): return
         with signals_deferred():   # a second Ctrl-C or SIGTERM does not cut this save short
             try: self.saved = self._save_interrupted(exception)
             except Exception as e: warnings.warn(f"GANCheckpoint: could not save the interrupted fit: {e}")

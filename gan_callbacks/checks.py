@@ -9,8 +9,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CLIError', 'make_out_dir', 'check_numbers', 'check_not_over_input', 'check_pickle', 'run_lock', 'hold_lock',
-           'release_locks']
+__all__ = ['CLIError', 'make_out_dir', 'check_numbers', 'check_not_over_input', 'check_apart', 'check_not_in_model_folder',
+           'check_pair_sizes', 'check_pickle', 'run_lock', 'hold_lock', 'release_locks']
 
 # %% ../nbs/06a_checks.ipynb #a402c7e8
 class CLIError(Exception):
@@ -49,6 +49,33 @@ def check_not_over_input(files, output):
         if o.resolve() == f.resolve() or (o.exists() and o.samefile(f)):
             raise CLIError(f"--output {output} would overwrite the input image {f}: choose another folder")
 
+_data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
+
+def check_apart(data, out, data_arg='--data', out_arg='--out'):
+    "Refuse an output folder `out` that is `data`, or inside its image folders (the outputs would join the data), or that holds `data` (resolved paths)"
+    d, o = Path(data).resolve(), Path(out).resolve()
+    if o == d or any(o == d/n or d/n in o.parents for n in _data_folders):
+        raise CLIError(f"{out_arg} {out} is inside {data_arg} {data}: what is written there would join the data; choose a folder outside it")
+    if o in d.parents: raise CLIError(f"{data_arg} {data} is inside {out_arg} {out}: choose an output folder that does not hold the data")
+
+def check_not_in_model_folder(output, arg='--output'):
+    "Refuse an `output` folder that is, or is inside, a model folder (a `config.json` naming gan_callbacks): its files are not for images"
+    o = Path(output).resolve()
+    for d in (o, *o.parents):
+        try: mine = json.loads((d/'config.json').read_text()).get('library_name') == 'gan_callbacks'
+        except (OSError, ValueError, AttributeError, RecursionError): mine = False
+        if mine: raise CLIError(f"{arg} {output} is {'inside ' if d != o else ''}the model folder {d}: choose another folder for the images")
+
+def check_pair_sizes(pairs):
+    "Refuse (A, B) image file `pairs` whose two images differ in size: a pair shows one scene, pixel for pixel (sizes read from the headers)"
+    from PIL import Image
+    for a, b in pairs:
+        try:
+            with Image.open(a) as x, Image.open(b) as y: sa, sb = x.size, y.size
+        except Exception: continue   # unreadable, or no PIL image (.npy): the readers say so
+        if sa != sb: raise CLIError(f"{b} is {sb[0]}x{sb[1]}, but its A image {a} is {sa[0]}x{sa[1]}: "
+                                    "the two images of a pair must have the same size (resize one of them)")
+
 def check_pickle(model, trust_pickle=False):
     "Refuse a pickled `model` (`.pkl`) unless trusted: loading a pickle runs whatever code it holds"
     if Path(model).suffix.lower() == '.pkl' and not trust_pickle:
@@ -69,6 +96,21 @@ def _read_lock(fn):
     except (OSError, ValueError): return None
     return o if isinstance(o, dict) and isinstance(o.get('pid'), int) else None
 
+def _age(fn):
+    try: return time.time() - fn.stat().st_mtime
+    except OSError: return float('inf')
+
+def _create_lock(fn, info):
+    "Create lock file `fn` holding `info`, whole, in one step (`FileExistsError` if it exists): a hard link of a finished file"
+    tmp = fn.with_name(f'{fn.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp')
+    tmp.write_text(json.dumps(info))
+    try: os.link(tmp, fn)
+    except FileExistsError: raise
+    except OSError:   # no hard links here: created empty, then written
+        fd = os.open(fn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        with os.fdopen(fd, 'w') as f: json.dump(info, f)
+    finally: tmp.unlink(missing_ok=True)
+
 def _who(o): return f"PID {o['pid']} on {o.get('host', '?')}, started {o.get('started', '?')}: {o.get('command', '?')}"
 
 @contextmanager
@@ -77,19 +119,21 @@ def run_lock(out):
     fn = Path(out)/_lock_name
     me = dict(pid=os.getpid(), host=socket.gethostname(), started=time.strftime('%Y-%m-%d %H:%M:%S'), command=shlex.join(sys.argv))
     for _ in range(3):
-        try: fd = os.open(fn, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        try: _create_lock(fn, me)
         except FileExistsError:
             other = _read_lock(fn)
+            if other is None and _age(fn) < 10:   # a lock being written (by a version that did not write it in one step)
+                raise CLIError(f"--out {out} is being taken by another run (its lock {fn} is being written): wait, or choose another --out")
             mine = other is not None and other.get('host') == me['host'] and other['pid'] == me['pid']   # left by this process
             if other is not None and not mine and (other.get('host') != me['host'] or _alive(other['pid'])):
-                gone = '' if other.get('host') == me['host'] else f"; if it no longer runs, delete {fn}"
+                gone = (f"; if it no longer runs, delete {fn}" if other.get('host') != me['host'] else
+                        f"; if PID {other['pid']} is not that run (process numbers are reused), delete {fn}")
                 raise CLIError(f"--out {out} is in use by another run ({_who(other)}): wait for it to end, or choose another --out{gone}")
             if not mine: print(f"gan_callbacks: removed the stale lock {fn} of a run that ended without releasing it"
                   + (f" ({_who(other)})" if other else ''), file=sys.stderr, flush=True)
             fn.unlink(missing_ok=True)
             continue
         except OSError as e: raise CLIError(f"cannot write to --out {out}: {e.strerror}")
-        with os.fdopen(fd, 'w') as f: json.dump(me, f)
         break
     else: raise CLIError(f"--out {out}: cannot take its lock {fn}")
     try: yield fn

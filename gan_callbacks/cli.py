@@ -13,7 +13,10 @@ from pathlib import Path
 warnings.filterwarnings('ignore', message=r'`torch\.jit\.script` is deprecated', category=FutureWarning)
 warnings.filterwarnings('ignore', message=r"The 'mode\.chained_assignment' option is deprecated")
 from .safety import CheckpointError, stop_on_sigterm
-from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode
+from .guard import NonFiniteError
+from .images import set_max_pixels
+from .checkpoint import WeightsNotFinite
+from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode, max_whole_pixels, auto_tile
 from .losses import gan_modes
 from .cut import cut_modes
 from .evaluation import evaluate
@@ -22,9 +25,10 @@ from .interop import read_generator, export_generator, export_formats
 from .app import serve
 from . import __version__
 from .distributed import launch_argv, rank_distrib, add_launch_args, relaunch
-from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle
+from .checks import CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder
 from .runs import train_runs, train, defaults_of
 from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_ended
+from .stabilizers import Stabilizers, recipes
 
 # %% auto #0
 __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
@@ -44,8 +48,9 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts)
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(image_exts))})")
     check_not_over_input(files, output)
+    check_not_in_model_folder(output)
     check_pickle(model, trust_pickle)
-    G, s = read_generator(model, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
+    G, s = read_generator(model, trust_pickle=trust_pickle, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
         raise CLIError(f"--direction BtoA: {model} holds one generator ({type(G).__name__}), which translates A -> B only; "
                        "a CycleGAN model (G_A and G_B) translates both ways")
@@ -53,7 +58,7 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
                             network_size=network_size, direction=direction, tile=tile, overlap=overlap)
-        except OSError as e: raise CLIError(f"cannot read image {f}: {e}")
+        except OSError as e: raise CLIError(str(e) if str(e).startswith(('Cannot read image', 'Cannot write')) else f"cannot read image {f}: {e}")
         except KeyboardInterrupt as e: raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/", code=how_stopped(e)[1]) from None
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
@@ -66,12 +71,21 @@ def app(model, **kwargs):
     serve(model, **kwargs)
 
 @delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet'])
-def evaluate_cmd(model, data, *args, trust_pickle=False, **kwargs):
+def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=False, **kwargs):
     "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
-    try: return evaluate(model, data, *args, **kwargs)
-    except (ValueError, OSError) as e: raise CLIError(str(e))
+    if Path(data).is_dir(): check_apart(data, out)   # the grids written there would be scored next time
+    if trust_pickle and Path(model).is_file() and Path(model).suffix.lower() != '.pkl':   # a .pth holding more than tensors
+        netG = kwargs.get('netG')
+        model = read_generator(model, size=None, trust_pickle=True, **({} if netG is None else dict(netG=netG)))[0]
+    try: return evaluate(model, data, out, **kwargs)
+    except (ValueError, OSError) as e: raise CLIError(_worker_error(e))
+
+def _worker_error(e):
+    "The message of exception `e` without the traceback a DataLoader worker process wraps it in"
+    msg = str(e).strip()
+    return msg.splitlines()[-1].split(': ', 1)[-1] if 'Original Traceback' in msg else msg
 
 # %% ../nbs/06_cli.ipynb #93a3df1b
 class _Help(argparse.HelpFormatter):
@@ -98,11 +112,13 @@ def _by_mode(arg, show=str):
 def _on(b): return 'on' if b else 'off'
 
 _defaults = {f.__name__: defaults_of(f) for f in (train, translate, export_generator, app, evaluate_cmd)}   # the commands' defaults, where they are stated
+_stab = defaults_of(Stabilizers)   # the stabilizers' defaults
 
 def _parser():
     p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
+    pixels = "refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)"
     sub.add_parser = partial(sub.add_parser, formatter_class=_Help)
     t = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT or FastCUT', description=train.__doc__)
     t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix), label maps to images (pix2pixhd) or unpaired (cyclegan, cut, fastcut) training')
@@ -136,9 +152,11 @@ def _parser():
                    'an image grid per epoch (default: none)')
     w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
     w.add_argument('--val-every', type=int, default=_defaults['train'].val_every, help='validate after every N epochs (and after the last)')
-    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'fid', 'kid'), help='keep the generator of the best validation by this '
+    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'swd', 'fid', 'kid'), help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
+    w.add_argument('--nonfinite-patience', type=int, metavar='N', default=_defaults['train'].nonfinite_patience, help='stop a diverged run '
+                   'after N epochs in a row whose weights are not finite (NaN, infinity), keeping the last good checkpoint; a last epoch always counts')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
@@ -154,6 +172,19 @@ def _parser():
     u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help=f"the NCE identity term on G(B) (default {_by_mode('nce_idt', _on)})")
     u.add_argument('--num-patches', type=int, help=f"locations PatchNCE samples per layer (default {_by_model('num_patches')})")
     u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help=f"flip half of the inputs (default {_by_mode('flip_equivariance', _on)})")
+    t.add_argument('--max-pixels', type=int, default=None, help=pixels)
+    s = t.add_argument_group('stabilizers', "beyond the papers' training, for every model; each option given wins over the recipe's")
+    s.add_argument('--recipe', choices=tuple(recipes), default=_defaults['train'].recipe, help="paper: the paper's training, unchanged; "
+                   "modern: --ema --diffaugment --r1 1 (see benchmarks/README.md for what each measured)")
+    s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
+                   "with ramp-up): validation, sample grids and the written generator use it (default: off; on in --recipe modern)")
+    s.add_argument('--r1', type=float, metavar='GAMMA', help=f"weight of the lazy R1 penalty at real images (default: {_stab.r1_gamma:g}, off; {recipes['modern']['r1_gamma']:g} in --recipe modern)")
+    s.add_argument('--r2', type=float, metavar='GAMMA', help=f"weight of the lazy R2 penalty at generated images (default: {_stab.r2_gamma:g}, off)")
+    s.add_argument('--reg-interval', type=int, metavar='N', help=f"D steps between two penalty steps (default {_stab.reg_interval})")
+    s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
+                   help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
+    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions (default: off)")
+    s.add_argument('--swd', action='store_true', default=None, help='a validation SWD column after each epoch (--keep-best swd adds it)')
     h = t.add_argument_group('pix2pixhd', 'options of --model pix2pixhd (--n-blocks, --pool-size too); images scale to --load-size wide, no crop')
     h.add_argument('--label-nc', type=int, help=f"classes of the label maps (default {_by_model('label_nc')}, the reference's; 8 for --sample; 0: image inputs, train_A/ and train_B/)")
     h.add_argument('--instance', action=argparse.BooleanOptionalAction, help='instance maps (train_inst/) as boundaries (default: when the folder has them)')
@@ -183,12 +214,13 @@ def _parser():
                    "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
     r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
-                   "overlap: any image size in the memory of one batch of tiles")
+                   f"overlap: any image size in the memory of one batch of tiles (default: whole images up to {max_whole_pixels:,} pixels, a 4K frame, tiles of {auto_tile} above)")
     r.add_argument('--overlap', type=int, default=_defaults['translate'].overlap, help="pixels shared by neighbouring tiles")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     r.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    r.add_argument('--max-pixels', type=int, default=None, help=pixels)
     x = sub.add_parser('export', help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
     x.add_argument('--model', required=True, help='a model folder, generator.pkl, a checkpoint, or a latest_net_G.pth')
     x.add_argument('--format', choices=export_formats, required=True)
@@ -201,7 +233,8 @@ def _parser():
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
     a.add_argument('--host', default=_defaults['app'].host, help='address to serve on (default: this machine only)')
     a.add_argument('--port', type=int, default=_defaults['app'].port)
-    a.add_argument('--max-pixels', type=int, default=_defaults['app'].max_pixels, help='larger uploads are refused with a message')
+    a.add_argument('--max-pixels', type=int, default=_defaults['app'].max_pixels, help='larger uploads are refused with a message; '
+                   '2048 x 2048 keeps a request within about 0.5 GB of memory')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
     e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
@@ -214,6 +247,7 @@ def _parser():
     e.add_argument('--n-show', type=int, default=_defaults['evaluate_cmd'].n_show, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    e.add_argument('--max-pixels', type=int, default=None, help=pixels)
     return p
 
 def _train(model, **args):
@@ -238,7 +272,7 @@ def resume_command(argv, ckpt):
 def _export(trust_pickle=False, **kwargs):
     "`export_generator` from the command line: a pickle only when trusted"
     check_pickle(kwargs['model'], trust_pickle)
-    return export_generator(**kwargs)
+    return export_generator(**kwargs, trust_pickle=trust_pickle)
 
 def _one_line(e):
     "The message of `CheckpointError` or `OSError` `e`, without fastai's line naming the callback it came through"
@@ -253,6 +287,9 @@ def main(argv=None):
     argv = sys.argv[1:] if argv is None else list(argv)
     args = vars(p.parse_args(argv))
     cmd = args.pop('cmd')
+    if cmd != 'app' and (mp := args.pop('max_pixels', None)) is not None:   # one limit for every reader of images
+        if mp < 1: p.exit(2, f"gan_callbacks {cmd}: error: --max-pixels must be at least 1, got {mp}\n")
+        set_max_pixels(mp)
     if cmd == 'train' and relaunch(args, argv): return
     run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app)[cmd]
     try:
@@ -261,6 +298,7 @@ def main(argv=None):
             warnings.filterwarnings('ignore', message=r"load_learner` uses Python's insecure pickle module", category=UserWarning)
             run(**args)
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
+    except (NonFiniteError, WeightsNotFinite) as e: p.exit(1, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")   # a diverged run
     except (CheckpointError, OSError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")
     except Interrupted as e:   # Ctrl-C or SIGTERM: one line, and the shell's exit code for the signal
         hint = f"; resume with: {resume_command(launch_argv(argv), e.resume)}" if e.resume else ''

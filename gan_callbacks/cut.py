@@ -19,6 +19,7 @@ from .steps import follow_schedule, learner_device, state_or_none
 from .internals import in_lr_find, predicting, is_tensorboard_callback
 from .test_time import to_multiple, from_multiple
 from .learner import gan_learner
+from .stabilizers import with_recipe
 from .distributed import unwrap, share_module
 from .data import unpaired_batch, domain_channels
 
@@ -129,11 +130,11 @@ class CUTTrainer(AdversarialTrainer):
         d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
         self.d_requires_grad(True); self.d_zero_grad()
         with self.autocast():
-            d_fake, d_real = self.gan_loss(D(fake_B.detach()), False), self.gan_loss(D(real_B), True)
-        d_bad = self.step_d(0.5 * (d_fake + d_real))
+            d_fake, d_real = self.gan_loss(D(self.d_input(fake_B.detach())), False), self.gan_loss(D(self.d_input(real_B)), True)
+        d_bad = self.step_d(0.5 * (d_fake + d_real)) | self.d_regularize((D, real_B, fake_B.detach()))
         self.d_requires_grad(False)
         with self.autocast():
-            g_gan = self.lambda_gan * self.gan_loss(D(fake_B), True, for_discriminator=False) if self.lambda_gan > 0 else d_fake.new_zeros(())
+            g_gan = self.lambda_gan * self.gan_loss(D(self.d_input(fake_B)), True, for_discriminator=False) if self.lambda_gan > 0 else d_fake.new_zeros(())
             nce = self.nce(real_A, fake_B)
             nce_y = self.nce(real_B, idt_B) if self.nce_idt else None
             loss = g_gan + (nce if nce_y is None else 0.5 * (nce + nce_y))
@@ -206,9 +207,10 @@ def _drop_mlps(F:PatchSampleF):
 
 # %% ../nbs/14_cut.ipynb #52767ca1
 def cut_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, sampler:PatchSampleF|None=None,
-                mode:str='cut', opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with the reference's CUT (or FastCUT) defaults: anti-aliased ResNet-9 G and PatchGAN D, instance norm, xavier init, lsgan, Adam(0.5, 0.999)"
-    trainer = CUTTrainer(discriminator, sampler, mode=mode, **(trainer_kwargs or {}))
+                mode:str='cut', opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
+    "A `Learner` with the reference's CUT (or FastCUT) defaults: anti-aliased ResNet-9 G and PatchGAN D, instance norm, xavier init, lsgan, Adam(0.5, 0.999); `recipe` (see `stabilizers`)"
+    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
+    trainer = CUTTrainer(discriminator, sampler, mode=mode, **trainer_kwargs)
     a, b = domain_channels(dls, 'cut_learner')
     if a != b: raise ValueError(_same_ch.format(a, b))
     generator = generator or init_weights(ResnetGenerator(a, a, antialias=True, antialias_up=True), 'xavier')

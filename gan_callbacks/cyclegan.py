@@ -21,6 +21,7 @@ from .steps import learner_device
 from .internals import predicting, is_tensorboard_callback
 from .test_time import to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
+from .stabilizers import with_recipe
 from .distributed import unwrap
 from .data import unpaired_batch, domain_channels
 
@@ -149,8 +150,8 @@ class CycleGANTrainer(AdversarialTrainer):
         "The generators' loss terms, in column order: GAN terms through the frozen discriminators, cycle and identity terms"
         fake_B, rec_A, fake_A, rec_B, *idt = out
         l1 = lambda a, b: F.l1_loss(a.float(), b.float())
-        loss_g_a = self.gan_loss(self.d_a(fake_B), True, for_discriminator=False)
-        loss_g_b = self.gan_loss(self.d_b(fake_A), True, for_discriminator=False)
+        loss_g_a = self.gan_loss(self.d_a(self.d_input(fake_B)), True, for_discriminator=False)
+        loss_g_b = self.gan_loss(self.d_b(self.d_input(fake_A)), True, for_discriminator=False)
         cycle_a, cycle_b = l1(rec_A, real_A) * self.lambda_a, l1(rec_B, real_B) * self.lambda_b
         if idt: idt_a, idt_b = l1(idt[0], real_B) * self.lambda_b * self.lambda_idt, l1(idt[1], real_A) * self.lambda_a * self.lambda_idt
         else: idt_a = idt_b = torch.zeros_like(loss_g_a)
@@ -170,16 +171,18 @@ class CycleGANTrainer(AdversarialTrainer):
         g_bad = self.step_g(loss)
         self.learn.loss = loss.detach()   # the generators' loss is the train loss
         self.d_requires_grad(True); self.d_zero_grad()
+        pooled_B, pooled_A = self.pool_b.query(fake_B), self.pool_a.query(fake_A)
         with self.autocast():
-            loss_d_a = self._d_loss(self.d_a, real_B, self.pool_b.query(fake_B))
-            loss_d_b = self._d_loss(self.d_b, real_A, self.pool_a.query(fake_A))
+            loss_d_a = self._d_loss(self.d_a, real_B, pooled_B)
+            loss_d_b = self._d_loss(self.d_b, real_A, pooled_A)
         bad = self.step_d(loss_d_a + loss_d_b) | g_bad   # skipped: a flag on the device
+        bad = bad | self.d_regularize((self.d_a, real_B, pooled_B), (self.d_b, real_A, pooled_A))
         self.d_requires_grad(False)
         self.end_iteration(bad, (*g_terms, loss_d_a, loss_d_b), epoch, num_batch, d_stats)
 
     def _d_loss(self, D, real, fake):
         "The reference's D loss: real judged real, (pooled, detached) fake judged fake, averaged"
-        return 0.5 * (self.gan_loss(D(real), True) + self.gan_loss(D(fake.detach()), False))
+        return 0.5 * (self.gan_loss(D(self.d_input(real)), True) + self.gan_loss(D(self.d_input(fake.detach())), False))
 
     def state_dict(self):
         "`AdversarialTrainer`'s state and the contents of both image pools"
@@ -197,14 +200,15 @@ class CycleGANTrainer(AdversarialTrainer):
 # %% ../nbs/07_cyclegan.ipynb #5098470e
 def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:nn.Module|None=None, d_b:nn.Module|None=None,
                      gan_mode:str='lsgan', lambda_a:float=10., lambda_b:float=10., lambda_idt:float=0.5, pool_size:int=50,
-                     opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with CycleGAN's defaults: ResNet-9 generators, PatchGAN discriminators, instance norm, lsgan, Adam(0.5, 0.999)"
+                     opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
+    "A `Learner` with CycleGAN's defaults: ResNet-9 generators, PatchGAN discriminators, instance norm, lsgan, Adam(0.5, 0.999); `recipe` (see `stabilizers`) 'paper' or 'modern'"
     if g_a is None or g_b is None or lambda_idt > 0:
         a, b = domain_channels(dls, 'cyclegan_learner')
         if lambda_idt > 0 and a != b:
             raise ValueError(f"The identity loss needs domains A and B with the same number of channels, got {a} and {b}: set lambda_idt=0")
         g_a, g_b = g_a or ResnetGenerator(a, b), g_b or ResnetGenerator(b, a)
+    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
     trainer = CycleGANTrainer(d_a, d_b, gan_mode=gan_mode, lambda_a=lambda_a, lambda_b=lambda_b, lambda_idt=lambda_idt,
-                              pool_size=pool_size, **(trainer_kwargs or {}))
+                              pool_size=pool_size, **trainer_kwargs)
     model = CycleGANModel(g_a, g_b, identity=lambda_idt > 0)
     return gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from .steps import learner_device, state_or_none
 from .precision import speed_up
 from .distributed import is_distributed, share_module
+from .regularize import spectral_norm_d
 
 # %% auto #0
 __all__ = ['Discriminators']
@@ -15,7 +16,7 @@ __all__ = ['Discriminators']
 class Discriminators:
     "Mixed into a trainer (a callback): the discriminators in the attributes `d_names`, built when missing, and their one optimizer `d_opt`"
     d_names = ()   # the attributes holding the discriminators
-    d_opt_func, channels_last, compile = None, False, False   # the trainer's options: D's optimizer, memory format, compilation
+    d_opt_func, channels_last, compile, spectral_norm = None, False, False, False   # the trainer's options: D's optimizer, memory format, compilation, spectral norm
     def __init__(self, *args, **kwargs):
         self.d_opt, self._plists, self._shared = None, {}, set()   # parameter lists of this fit; discriminators shared in it
         super().__init__(*args, **kwargs)
@@ -31,12 +32,16 @@ class Discriminators:
             if D is not None: speed_up(D.to(device).train(), self.channels_last, self.compile)
 
     def setup_discriminators(self, in_chs:dict|None=None):
-        "The discriminators (building the missing ones for `in_chs[name]` input channels), the same on every process, and their one optimizer"
+        "The discriminators (building the missing ones for `in_chs[name]` input channels, spectrally normalised if asked), the same on every process, and their one optimizer"
+        if self.spectral_norm and self.d_opt is None:   # the given ones, before their optimizer is made (once: normalised layers are left alone)
+            for D in self.discriminators.values():
+                if D is not None: spectral_norm_d(D)
         for k, D in self.discriminators.items():
             if D is None:
                 n = (in_chs or {}).get(k)
                 if n is None: raise ValueError(f"{type(self).__name__} has no `{k}` and its input channels are unknown: give it one")
-                D = self.make_discriminator(k, n).to(learner_device(self.learn)).train()
+                D = self.make_discriminator(k, n)
+                D = (spectral_norm_d(D) if self.spectral_norm else D).to(learner_device(self.learn)).train()
             elif k in self._shared or not is_distributed(): continue
             setattr(self, k, speed_up(share_module(self.learn, D), self.channels_last, self.compile))
             if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked

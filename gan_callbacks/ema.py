@@ -13,7 +13,7 @@ from fastai.torch_core import find_bs
 from .internals import copy_into
 
 # %% auto #0
-__all__ = ['ema_beta', 'ema_update', 'GeneratorEMA']
+__all__ = ['ema_beta', 'ema_update', 'skip_flag', 'GeneratorEMA', 'find_ema', 'averaged']
 
 # %% ../nbs/20b_ema.ipynb #d5985d3f
 def ema_beta(batch_size:int, ema_kimg:float=10., cur_nimg:int=0, ema_rampup:float|None=None) -> float:
@@ -29,6 +29,10 @@ def ema_update(params, averages, beta:float):
 
 # %% ../nbs/20b_ema.ipynb #99df2f0f
 def _world(): return dist.get_world_size() if dist.is_available() and dist.is_initialized() else 1
+
+def skip_flag(learn):
+    "The flag (on the device) a GAN trainer among `learn`'s callbacks set for this training iteration, `iteration_skipped`, or `None`"
+    return next((f for cb in learn.cbs if torch.is_tensor(f := cb.__dict__.get('iteration_skipped'))), None)
 
 class GeneratorEMA(Callback):
     "Exponential moving average of the Learner's model's weights (StyleGAN2-ADA's half-life form), used for validation and prediction"
@@ -63,7 +67,7 @@ class GeneratorEMA(Callback):
     def after_batch(self):
         if not self.training: return
         n = self.batch_size or find_bs(self.learn.xb) * _world()
-        self.update(n)
+        self.update(n, skip_flag(self.learn))
 
     def update(self, n:int, skip:torch.Tensor|None=None):
         "One step of the average after a generator step on `n` images; `skip` (a flag on the device): keep the average as it is"
@@ -128,3 +132,15 @@ class GeneratorEMA(Callback):
         state = {**self.__dict__}
         state.update(_backup=None, _lr_find_state=None, _ps=None)
         return state
+
+# %% ../nbs/20b_ema.ipynb #798d372c
+def find_ema(learn):
+    "The `GeneratorEMA` among `learn`'s callbacks, or `None`"
+    return next((cb for cb in learn.cbs if isinstance(cb, GeneratorEMA)), None)
+
+@contextmanager
+def averaged(learn):
+    "`learn`'s model with the averaged weights of its `GeneratorEMA` inside the block (as it is without one, or when they are in already)"
+    ema = find_ema(learn)
+    if ema is None or ema._backup is not None: yield learn.model; return
+    with ema.applied() as m: yield m

@@ -19,6 +19,7 @@ from .test_time import run_generator, test_modes, default_test_mode, kept_rng
 from .show import image_grid
 from .metrics import image_scores, image_features, frechet_distance, feature_stats, kernel_distance
 from .inception import fid_inception
+from .swd_metric import swd
 
 # %% auto #0
 __all__ = ['translate_all', 'evaluate', 'format_summary']
@@ -74,7 +75,7 @@ def _name(item): return Path(item[0] if isinstance(item, tuple) else item).name
 def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Module|None=None, netG:str|None=None,
              layout:str='aligned', direction:str='AtoB', size:int|None=None, test_mode:str|None=None,
              bs:int=8, n_show:int=4, device=None, quiet:bool=False) -> dict:
-    "Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM; FID/KID with weights or `extractor`), best/worst grid"
+    "Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM, SWD; FID/KID with weights or `extractor`), best/worst grid"
     t0 = time.time()
     if test_mode not in (None, *test_modes): raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
     folder, device = _test_folder(data), torch.device(device or default_device())
@@ -86,6 +87,7 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
         x, fake, y = translate_all(G, dl, test_mode or s['test_mode'])
     scores = image_scores(fake, y)
     summary = dict(n_images=len(y), size=size, **{k: float(v.mean()) for k, v in scores.items()})
+    if min(y.shape[-2:]) >= 16: summary['swd'] = swd(y, fake)   # weight-free realism: outputs against targets as two sets
     if extractor is not None:
         fr, ff = image_features(extractor.to(device), y, bs), image_features(extractor, fake, bs)
         summary['fid'] = frechet_distance(*feature_stats(fr), *feature_stats(ff))
@@ -103,6 +105,7 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
 def format_summary(s, out='.'):
     "The summary of `evaluate` as a small table"
     rows = [('L1', f"{s['l1']:.4f}"), ('PSNR', f"{s['psnr']:.2f} dB"), ('SSIM', f"{s['ssim']:.4f}")]
+    if 'swd' in s: rows.append(('SWD', f"{s['swd']:.2f} (x1e3, lower is better)"))
     if 'fid' in s: rows += [('FID', f"{s['fid']:.2f}"), ('KID', f"{s['kid']:.4f} ± {s['kid_std']:.4f}")]
     lines = [f"{s['n_images']} pairs from {s['data']} at {s['size']}px:"] + [f"  {k:<5} {v}" for k, v in rows]
     return '\n'.join(lines + [f"Wrote {out}/metrics.csv (per image), {out}/summary.json, {out}/best_worst.png (best and worst by SSIM)"])

@@ -11,16 +11,16 @@ from fastcore.foundation import L
 from fastai.callback.core import Callback
 from fastai.optimizer import Adam
 from fastai.learner import Learner
-from fastai.callback.training import GradientAccumulation, GradientClip
 from .core import StateDictCallback, HeldContexts, skip_update
-from .test_time import paper_test_mode
+from .test_time import paper_test_mode, default_test_mode, test_modes
 from .internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config, become
 from .distributed import DistributedGAN
-from .steps import step, follow_schedule, learner_device, Accumulation
+from .steps import step, follow_schedule, learner_device, Accumulation, Updates
 from .precision import FitPrecision, speed_up, to_channels_last
 from .guard import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers
 from .loss_log import LossLog, track_losses
 from .discriminators import Discriminators
+from .stabilizers import Stabilizers
 # still importable from here, where they lived before the trainer's parts had modules of their own
 from .guard import NonFiniteError, restore_if
 from .loss_log import direct_trackers
@@ -72,37 +72,38 @@ class FastaiEvents(Callback):
         if (rec := getattr(self.learn, 'recorder', None)) is not None: history_to_host(rec)
 
 # %% ../nbs/04a_gan.ipynb #dda28cb3
-class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
+class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallback):
     "Base of the GAN trainers: the v1 events of an iteration and the state, composed of discriminators, steps, precision, guard and loss log"
     g_cols, d_cols = (), ()   # the loss columns, given by each trainer
     def __init__(self, d_opt_func=None,          # the discriminators' optimizer; defaults to the Learner's `opt_func`
                  d_lr_mult:float=1.,       # D's lr relative to the Learner's scheduled lr
                  clip_g:float|None=None,   # max gradient norm for the Learner's model
                  clip_d:float|None=None,   # max gradient norm for the discriminators
-                 test_mode:str='eval',     # 'eval' (fastai) or 'paper' (dropout on, batch statistics)
+                 test_mode:str=default_test_mode, # 'eval' (fastai) or 'paper' (dropout on, batch statistics)
                  beta:float=0.98,          # smoothing of the reported losses
                  max_nonfinite:int|None=3, # stop after this many non-finite iterations in a row (`None`: never)
                  check_grads:bool=False,   # also skip updates whose gradient norm is not finite (one more pass over them)
                  channels_last:bool=False, # networks and batches in channels_last memory format
                  compile:bool=False,       # `torch.compile` the networks' forward (in place, for the fit)
-                 export_discriminator:bool=False): # keep the discriminators and their optimizer in `learn.export`
-        if test_mode not in ('eval', 'paper'): raise ValueError(f"test_mode must be 'eval' or 'paper', got {test_mode!r}")
-        store_attr()
+                 export_discriminator:bool=False, # keep the discriminators and their optimizer in `learn.export`
+                 diffaugment:str|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout' (see `stabilizers`)
+                 r1_gamma:float=0.,        # weight of the lazy R1 penalty (at the reals; 0: off)
+                 r2_gamma:float=0.,        # weight of the lazy R2 penalty (at the fakes; 0: off)
+                 reg_interval:int=16,      # D steps between two penalty steps
+                 spectral_norm:bool=False): # spectral norm on the discriminators' convolutions
+        if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
+        store_attr(but='diffaugment,r1_gamma,r2_gamma,reg_interval')
         super().__init__()
         self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(), LossLog(beta), HeldContexts(), False
         self.accumulation, self.fastai_clip = Accumulation(), None   # fastai's `GradientAccumulation` and `GradientClip`, read at each fit
         self.guard = NonFiniteGuard(max_nonfinite, who=type(self).__name__)
+        self.stabilizers, self.iteration_skipped = Stabilizers(diffaugment, r1_gamma, r2_gamma, reg_interval), None
 
-    @property
-    def cols(self): return self.g_cols + self.d_cols
-    @property
-    def hist(self): return self.loss_log.hist   # one row of smoothed losses per training batch
-    @property
-    def n_skipped(self): return self.guard.n_skipped   # iterations skipped in this fit
-    @property
-    def check_every(self): return self.guard.check_every   # batches between two reads of the non-finite flags
-    @check_every.setter
-    def check_every(self, n): self.guard.check_every = n
+    cols = property(lambda self: self.g_cols + self.d_cols)
+    hist = property(lambda self: self.loss_log.hist)   # one row of smoothed losses per training batch
+    n_skipped = property(lambda self: self.guard.n_skipped)   # iterations skipped in this fit
+    check_every = property(lambda self: self.guard.check_every,   # batches between two reads of the non-finite flags
+                           lambda self, n: setattr(self.guard, 'check_every', n))
     def autocast(self): return self.precision.autocast()   # the context of every forward: this fit's precision
     def g_params(self): return self.listed('g', lambda: list(self.learn.model.parameters()))
 
@@ -142,42 +143,17 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         "Every update is the trainer's (`step_g`, `step_d`): fastai's are cancelled, and its `zero_grad` too while gradients accumulate"
         return skip_update(skip_zero=self.accumulation.active)
 
-    def read_fastai_tools(self):
-        "fastai's `GradientAccumulation` (its `n_acc`) and `GradientClip` (its `max_norm`, `norm_type`) among the Learner's callbacks, for this fit"
-        acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))
-        clip = first(cb for cb in self.learn.cbs if isinstance(cb, GradientClip))
-        self.accumulation.reset(None if acc is None else acc.n_acc)
-        self.fastai_clip = None if clip is None else (clip.max_norm, clip.norm_type)
-
-    def g_clip(self):
-        "G's max gradient norm and its norm type: `clip_g`, or fastai's `GradientClip` (which clips the Learner's model), the smaller of the two"
-        if self.fastai_clip is None: return self.clip_g, 2.
-        m, norm_type = self.fastai_clip
-        return (m if self.clip_g is None else min(m, self.clip_g)), norm_type
-
-    def d_zero_grad(self):
-        "Zero the discriminators' gradients before their loss's backward (while gradients accumulate, at a sum's first batch only)"
-        if self.accumulation.first: self.d_opt.zero_grad()
-
-    def step_g(self, loss):
-        "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
-        clip, norm_type = self.g_clip()
-        return self.accumulation.step('g', loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), clip, self.check_grads, norm_type)
-
-    def step_d(self, loss):
-        "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
-        follow_schedule(self.d_opt, self.learn, self.d_lr_mult)
-        return self.accumulation.step('d', loss, self.d_opt, self.d_params(), self.precision.scaler('d'), self.clip_d, self.check_grads)
-
     def end_iteration(self, bad, losses, epoch:int, batch:int, *stats):
         "After the updates: a skipped iteration leaves no trace (`stats`: `norm_stats` copies of the discriminators), the losses are logged, the flag counted"
         forget_if(self.learn, bad, self._g_stats, *stats)
+        self.iteration_skipped = bad   # for the callbacks after the trainer (`GeneratorEMA`)
         self.loss_log.log(bad, *losses)
         self.guard.count(self.learn, bad, epoch, batch)
 
     def state_dict(self):
         "The discriminators, their optimizer, the loss scalers, the smoothed losses and the non-finite counts"
-        return {**self.discriminators_state(), **self.precision.state_dict(), **self.loss_log.state_dict(), **self.guard.state_dict()}
+        return {**self.discriminators_state(), **self.precision.state_dict(), **self.loss_log.state_dict(), **self.guard.state_dict(),
+                **self.stabilizers.state_dict()}
 
     def load_state_dict(self, sd, with_opt:bool=True):
         "Continue from `state_dict()`, building missing discriminators first (scaler states go to the scalers of an fp16 fit)"
@@ -185,6 +161,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
         self.precision.load_state_dict(sd)
         self.loss_log.load_state_dict(sd, learner_device(self.learn))
         self.guard.load_state_dict(sd)
+        self.stabilizers.load_state_dict(sd)
 
     def _snapshot(self):
         "A copy of the whole state, and which discriminators and optimizer did not exist yet"
@@ -203,6 +180,7 @@ class AdversarialTrainer(FastaiEvents, Discriminators, StateDictCallback):
     def __getstate__(self):
         state = StateDictCallback.__getstate__(self)
         for k in ('_g_stats', '_lr_find_state'): state.pop(k, None)
+        state['iteration_skipped'] = None
         state['_plists'] = {}
         if not self.export_discriminator:
             for k in (*self.d_names, 'd_opt'): state[k] = None

@@ -4,18 +4,19 @@
 
 # %% ../nbs/03a_images.ipynb #3a8ae8a9
 from __future__ import annotations
-import io, struct, warnings, zlib
+import io, os, struct, warnings, zlib
 from pathlib import Path
 
 import numpy as np
 import torch
-from PIL import Image
+from PIL import Image, ImageOps
+from .safety import atomic_write
 from fastai.vision.all import TensorImage, TensorImageBW, PILImage, PILImageBW, show_image
 
 # %% auto #0
-__all__ = ['image_modes', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'open_image',
-           'decode_file', 'in_mode', 'is_deep', 'read_array', 'read_image', 'write_image', 'TensorImageDeep',
-           'deep_files', 'is_deep_folder', 'bit_depth']
+__all__ = ['image_modes', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'ImageTooLarge',
+           'max_pixels', 'set_max_pixels', 'check_pixels', 'open_image', 'decode_file', 'in_mode', 'is_deep',
+           'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'deep_files', 'is_deep_folder', 'bit_depth']
 
 # %% ../nbs/03a_images.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -40,18 +41,46 @@ def image_type(ch=3):
     return _image_types[ch]
 
 # %% ../nbs/03a_images.ipynb #84163542
-def _load(fn, size=None):
-    "Image file `fn` decoded in its own mode; a JPEG at the smallest of the scales 1, 1/2, 1/4, 1/8 keeping it at least `size` (w, h)"
-    with Image.open(fn) as im:
+class ImageTooLarge(OSError):
+    "An image file with more pixels than `max_pixels()` allows: refused from its header, before it is decoded"
+
+_max_pixels_var = 'GAN_CALLBACKS_MAX_PIXELS'   # worker processes read the limit from the environment
+_default_max_pixels = 8192 * 8192
+
+def max_pixels() -> int:
+    "The most pixels an image read by the library may have (`set_max_pixels`, or `$GAN_CALLBACKS_MAX_PIXELS`; default 8192 x 8192)"
+    try: return int(os.environ.get(_max_pixels_var, _default_max_pixels))
+    except ValueError: return _default_max_pixels
+
+def set_max_pixels(n:int):
+    "Let every reader of images (training, translation, evaluation, the app) take images of up to `n` pixels"
+    if not isinstance(n, int) or n < 1: raise ValueError(f"max_pixels must be a positive integer, got {n!r}")
+    os.environ[_max_pixels_var] = str(n)
+
+def check_pixels(fn, w:int, h:int):
+    "Raise `ImageTooLarge` naming `fn` if an image of `w` x `h` pixels is more than `max_pixels()`"
+    if w * h > (m := max_pixels()):
+        raise ImageTooLarge(f"Cannot read image {fn}: {w}x{h} is {w*h:,} pixels, more than the limit of {m:,} "
+                            f"(--max-pixels {w*h} raises it, if the memory allows)")
+
+def _load(fn, size=None, name=None):
+    "Image file `fn` decoded in its own mode, its size checked first; a JPEG at the smallest of the scales 1, 1/2, 1/4, 1/8 keeping it at least `size` (w, h)"
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None   # the size is checked below, against `max_pixels()`
+    try: im = Image.open(fn)
+    finally: Image.MAX_IMAGE_PIXELS = limit
+    with im:
+        check_pixels(name or fn, *im.size)
         if size is not None and im.format == 'JPEG': im.draft(im.mode, size)
         im.load()
-        return im
+        return ImageOps.exif_transpose(im) if im.getexif().get(0x0112, 1) != 1 else im   # upright, as a phone's photo is shown
 
 def open_image(fn, mode='RGB', size=None):
     "Read image file `fn` into a PIL image of `mode` (`None`: the file's own), naming `fn` if it cannot be read; `size`: see `_load`"
     try:
         im = _load(fn, size)
         return im if mode is None or im.mode == mode else im.convert(mode)
+    except ImageTooLarge: raise
+    except Image.UnidentifiedImageError: raise OSError(f"Cannot read image {fn}: not an image file Pillow can read") from None
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
 
 # %% ../nbs/03a_images.ipynb #2bb9766b
@@ -64,7 +93,7 @@ except ImportError: pyspng = None
 
 def _tensor_decoder(decode):
     "torchvision's `decode` taking bytes (`None` without it)"
-    return None if decode is None else lambda data: decode(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    return None if decode is None else lambda data, **kw: decode(torch.frombuffer(bytearray(data), dtype=torch.uint8), **kw)
 _jpeg, _png = _tensor_decoder(decode_jpeg), _tensor_decoder(decode_png)
 
 def _spng(data):
@@ -90,26 +119,30 @@ def _jpeg_frame(data):
         i += 2 + int.from_bytes(data[i+2:i+4], 'big')
     return None
 
-def _decoded(data, size=None):
-    "JPEG or PNG bytes `data` as a (C, H, W) uint8 tensor where torchvision gives Pillow's pixels, else `None`"
+def _decoded(data, size=None, fn=None):
+    "JPEG or PNG bytes `data` (of file `fn`) as a (C, H, W) uint8 tensor where torchvision gives Pillow's pixels, else `None`"
     if data[:8] == b'\x89PNG\r\n\x1a\n' and len(data) > 26:
+        check_pixels(fn, int.from_bytes(data[16:20], 'big'), int.from_bytes(data[20:24], 'big'))   # IHDR: before any decoder
         n = {0:1, 2:3, 6:4}.get(data[25]) if data[24] == 8 else None   # 8-bit gray, RGB, RGBA
-        if n is not None and b'tRNS' in _png_chunks(data): return None   # a transparent colour: Pillow's alpha channel
+        if n is not None and {b'tRNS', b'eXIf'} & _png_chunks(data): return None   # a transparent colour (Pillow's alpha channel), an orientation
         decode = _spng if pyspng is not None else _png
     elif data[:3] == b'\xff\xd8\xff' and (f := _jpeg_frame(data)):
+        check_pixels(fn, f[0], f[1])
         if size is not None and min(f[0]//size[0], f[1]//size[1]) >= 2: return None   # Pillow's reduced-scale decode
         n,decode = (f[2] if f[2] in (1, 3) and f[3] == 8 else None),_jpeg
     else: return None
     if n is None or decode is None: return None
-    t = decode(data)
+    t = decode(data, apply_exif_orientation=True) if decode is _jpeg and b'Exif\x00\x00' in data[:2**16] else decode(data)   # upright
     return t if t.shape[0] == n and t.dtype == torch.uint8 else None
 
 def decode_file(fn, size=None):
     "Image file `fn` in its own mode: a (C, H, W) uint8 tensor for 8-bit JPEGs and PNGs (Pillow's values), else a PIL image; `size`: see `_load`"
     try:
         with open(fn, 'rb') as f: data = f.read()
-        t = _decoded(data, size)
-        return _load(io.BytesIO(data), size) if t is None else t
+        t = _decoded(data, size, fn)
+        return _load(io.BytesIO(data), size, fn) if t is None else t
+    except ImageTooLarge: raise
+    except Image.UnidentifiedImageError: raise OSError(f"Cannot read image {fn}: not an image file Pillow can read") from None
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
 
 def in_mode(x, mode='RGB'):
@@ -149,10 +182,15 @@ def read_array(fn):
         if fn.suffix.lower() == '.npy': a = np.load(fn, allow_pickle=False)
         elif fn.suffix.lower() in ('.tif', '.tiff'):
             import tifffile
-            a = tifffile.imread(fn)
+            with tifffile.TiffFile(fn) as tf:
+                sh = tf.series[0].shape if tf.series else (0, 0)
+                h, w = (sh[:2] if len(sh) == 3 and sh[-1] <= 16 else sh[-2:]) if len(sh) >= 2 else (0, 0)
+                check_pixels(fn, int(w), int(h))   # from the header: a compressed TIFF can expand a thousandfold
+                a = tf.asarray()
         else:
             if (_png_header(fn) or (0, 0))[1] in (2, 6): raise OSError("a 16-bit colour PNG, which Pillow reads as 8 bits: save it as a 16-bit TIFF")
-            with Image.open(fn) as im: a = np.asarray(im).astype(np.uint16)
+            a = np.asarray(_load(fn)).astype(np.uint16)
+    except ImageTooLarge: raise
     except (OSError, ValueError) as e: raise OSError(f"Cannot read image {fn}: {e}") from None
     if a.ndim == 2: a = a[..., None]
     if a.ndim != 3: raise OSError(f"Cannot read image {fn}: {a.ndim} dimensions, expected (H, W) or (H, W, C)")
@@ -180,15 +218,19 @@ def write_image(fn, t:torch.Tensor, dtype=np.uint8):
     fn, dtype = Path(fn), np.dtype(dtype)
     x = ((t.detach().float().cpu().clamp(-1, 1) + 1) / 2).permute(1, 2, 0).numpy()
     a = x.astype(np.float32) if dtype.kind == 'f' else np.round(x * _scale(np.zeros(0, dtype), fn)).astype(dtype)
-    suffix = fn.suffix.lower()
-    if suffix == '.npy': np.save(fn, a[..., 0] if a.shape[-1] == 1 else a)
-    elif suffix in ('.tif', '.tiff'):
-        import tifffile
-        tifffile.imwrite(fn, a[..., 0] if a.shape[-1] == 1 else a)
-    elif a.shape[-1] > 4: raise OSError(f"{fn}: {a.shape[-1]} channels do not fit in a PNG: write a .tif or .npy")
-    elif dtype == np.uint16: _write_png16(fn, a)
-    else: Image.fromarray(a[..., 0] if a.shape[-1] == 1 else a, image_modes.get(a.shape[-1])).save(fn)
-    return fn
+    suffix, a = fn.suffix.lower(), a[..., 0] if a.shape[-1] == 1 else a
+    if suffix not in ('.npy', '.tif', '.tiff') and a.ndim == 3 and a.shape[-1] > 4: raise OSError(f"{fn}: {a.shape[-1]} channels do not fit in a PNG: write a .tif or .npy")
+    if suffix not in ('.npy', '.tif', '.tiff') and dtype == np.uint16 and a.ndim == 3 and a.shape[-1] > 2:
+        raise OSError(f"{fn}: a 16-bit colour PNG would be read back as 8 bits: write a .tif or .npy")
+    def write(tmp):   # a temporary file, then renamed: `fn` is never half written
+        if suffix == '.npy':
+            with open(tmp, 'wb') as f: np.save(f, a)
+        elif suffix in ('.tif', '.tiff'):
+            import tifffile
+            tifffile.imwrite(tmp, a)
+        elif dtype == np.uint16: _write_png16(tmp, a if a.ndim == 3 else a[..., None])
+        else: Image.fromarray(a, image_modes.get(a.shape[-1] if a.ndim == 3 else 1)).save(tmp, format=Image.registered_extensions().get(suffix, 'PNG'))
+    return atomic_write(fn, write, a.nbytes)
 
 # %% ../nbs/03a_images.ipynb #10f96160
 class TensorImageDeep(TensorImage):

@@ -11,16 +11,18 @@ from torch import nn
 import torch.nn.functional as F
 from PIL import Image
 from fastai.learner import Learner
-from .images import image_modes, is_deep, read_image, write_image
+from .images import image_modes, is_deep, read_image, write_image, open_image
+from .safety import atomic_write
 from .internals import ConvBase
 from .test_time import test_modes, default_test_mode, eval_mode, model_device, kept_rng, run_generator
 from .gan import find_trainer
 
 # %% auto #0
-__all__ = ['preprocesses', 'reference_test_mode', 'generator', 'translate_preprocesses', 'to_pil', 'from_pil', 'reference_resize',
-           'test_mode_of', 'generator_settings', 'pad_to_multiple', 'tile_starts', 'blend_ramp', 'run_padded',
-           'run_tiled', 'generator_of', 'translate_image', 'translate_file', 'translate_batch', 'test_modes',
-           'default_test_mode', 'eval_mode', 'model_device', 'kept_rng', 'run_generator']
+__all__ = ['preprocesses', 'reference_test_mode', 'generator', 'translate_preprocesses', 'max_whole_pixels', 'auto_tile',
+           'to_pil', 'from_pil', 'reference_resize', 'test_mode_of', 'generator_settings', 'pad_to_multiple',
+           'tile_starts', 'blend_ramp', 'run_padded', 'run_tiled', 'generator_of', 'translate_image', 'translate_file',
+           'translate_batch', 'test_modes', 'default_test_mode', 'eval_mode', 'model_device', 'kept_rng',
+           'run_generator']
 
 # %% ../nbs/05a_inference.ipynb #02f27398
 def to_pil(t):
@@ -141,6 +143,11 @@ def generator_of(model, direction='AtoB'):
 generator = generator_of   # its first name
 
 translate_preprocesses = ('pad',) + preprocesses
+max_whole_pixels, auto_tile = 3840 * 2160, 1024   # larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
+
+def _tile_for(x, tile):
+    "`tile`, or `auto_tile` for an image tensor `x` of more than `max_whole_pixels` pixels"
+    return auto_tile if tile is None and x.shape[-1] * x.shape[-2] > max_whole_pixels else tile
 
 def _own_settings(G, settings):
     "`settings` with generator `G`'s own `in_ch` and `multiple` (CycleGAN's G_B takes B's channels)"
@@ -152,14 +159,14 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
     if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
     if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
-    if not isinstance(im, Image.Image):
-        with Image.open(im) as f: im = f.copy()
+    if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator_of(learn, direction)
     s = settings or (generator_settings(G) if G is learn else _own_settings(G, generator_settings(learn)))   # `settings`: G's own already
     mode = test_mode or s['test_mode']
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
         x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
+        tile = _tile_for(x, tile)
         return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
     y = run_generator(G, x[None], mode)[0]
@@ -175,12 +182,13 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         if aligned or preprocess not in (None, 'pad') or load_size or network_size:
             raise OSError("16-bit, TIFF and .npy images are translated at their own size (no --aligned, --preprocess, --load-size)")
         x, dtype = read_image(fn, s['in_ch'])
+        tile = _tile_for(x, tile)
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
     im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
                          keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
-    im.save(out_fn)
-    return Path(out_fn)
+    fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')
+    return atomic_write(out_fn, lambda tmp: im.save(tmp, format=fmt))   # never a half-written output
 
 def translate_batch(learn, x, direction='AtoB', bs:int|None=16, test_mode:str|None=None):
     "`learn`'s generator for `direction` on batch `x`, `bs` images at a time, in `test_mode` (default: its trainer's): `run_generator`"

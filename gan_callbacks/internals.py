@@ -20,12 +20,12 @@ from fastai.learner import AvgSmoothLoss
 from fastai.torch_core import maybe_gather
 
 # %% auto #0
-__all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overrides', 'is_compiled', 'step_unless_found_inf',
-           'copy_into', 'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting',
-           'off_for_this_fit', 'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain',
-           'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss',
-           'smooth_on_device', 'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker',
-           'is_tensorboard_callback', 'tensor_class', 'first_use_pass', 'raw_batches', 'kept_iterator',
+__all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overrides', 'is_compiled', 'compiled_graphs',
+           'step_unless_found_inf', 'copy_into', 'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find',
+           'predicting', 'off_for_this_fit', 'replaced_logger', 'set_replaced_logger', 'logger_chain',
+           'restore_logger_chain', 'valid_metrics', 'smoothed_loss', 'recorder_history', 'set_recorder_history',
+           'DeviceSmoothLoss', 'smooth_on_device', 'history_to_host', 'become', 'handlers_only', 'all_handlers',
+           'point_tracker', 'is_tensorboard_callback', 'tensor_class', 'first_use_pass', 'raw_batches', 'kept_iterator',
            'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL',
            'mend_wandb_config']
 
@@ -38,6 +38,11 @@ ConvBase = nn.modules.conv._ConvNd                # torch: base of Conv1d/2d/3d 
 def is_compiled(m:nn.Module) -> bool:
     "Whether `m.compile()` has compiled `m`'s forward in place"
     return m._compiled_call_impl is not None   # torch: `nn.Module.compile` keeps the compiled call in `_compiled_call_impl`, else None
+
+def compiled_graphs() -> int:
+    "How many graphs `torch.compile` has made in this process: one more at each compilation, recompilations included"
+    from torch._dynamo.utils import counters   # torch: dynamo counts each graph it hands to a backend in `counters['stats']['unique_graphs']`
+    return counters['stats']['unique_graphs']
 
 def step_unless_found_inf(opt, bad:torch.Tensor) -> bool:
     "Step PyTorch optimizer `opt` unless `bad` (a flag on the device), without a host sync; False (and no step) if `opt` cannot"

@@ -12,7 +12,7 @@ from torch import nn
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
 from .models import ResnetBlock, check_input
-from .safety import atomic_save
+from .safety import atomic_save, atomic_write
 from .checkpoint import is_checkpoint, few_keys
 from .inference import generator_settings, eval_mode, run_generator
 from .state_dicts import InteropError, generator_from_state_dict, clean_state_dict, infer_generator, generator_kinds
@@ -23,10 +23,14 @@ __all__ = ['export_formats', 'read_generator', 'load_generator', 'reference_opti
            'export_onnx', 'export_generator']
 
 # %% ../nbs/11_interop.ipynb #f2a34655
-def _torch_load(fn, device):
-    try: return torch.load(fn, map_location=device, weights_only=True)
+def _torch_load(fn, device, trust_pickle=False):
+    "The tensors in PyTorch file `fn`; anything else in it only when `trust_pickle` (unpickling may run code)"
+    try: return torch.load(fn, map_location=device, weights_only=not trust_pickle)
     except Exception as e:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
+        if why.startswith('Weights only load failed'):   # torch's advice (load it without `weights_only`) is not for a stranger's file
+            raise InteropError(f"{fn} holds Python objects besides tensors, and loading them runs any code they name, so it was not loaded: "
+                               "give --trust-pickle (trust_pickle=True) if it comes from you or someone you trust, or use a model folder") from None
         raise InteropError(f"{fn}: cannot read it as a PyTorch file of tensors ({why})") from e
 
 def _pick(sd, net, fn):
@@ -41,7 +45,7 @@ def _pick(sd, net, fn):
     if len(heads) > 1: raise InteropError(f"{fn} holds several networks ({', '.join(heads)}): pass net= one of them")
     return sd
 
-def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hints):
+def read_generator(path, device=None, net:str|None=None, size:int|None=256, trust_pickle:bool=False, **hints):
     "The generator in `path` (model folder, fastai export, `GANCheckpoint`, or state dict) in eval mode, and its `generator_settings` (test `size` unless the file knows it)"
     fn, device = Path(path), default_device() if device is None else torch.device(device)
     if fn.is_dir(): return read_model_folder(fn, device)
@@ -50,7 +54,7 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, **hi
         try: learn = load_learner(fn, cpu=device.type == 'cpu')
         except Exception as e: raise InteropError(f"{fn}: cannot load it as a fastai export ({type(e).__name__}: {e})") from e
         return learn.model.to(device).eval(), generator_settings(learn, size=size)
-    ck = _torch_load(fn, device)
+    ck = _torch_load(fn, device, trust_pickle)
     if is_checkpoint(ck): sd, source = ck['model'], f"{fn} (a GANCheckpoint)"
     elif isinstance(ck, dict) and isinstance(ck.get('model'), dict): sd, source = ck['model'], f"{fn} (a fastai `learn.save` file)"
     elif isinstance(ck, dict): sd, source = ck, str(fn)
@@ -118,8 +122,9 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     try:
         with eval_mode(G), warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
             warnings.simplefilter('ignore', torch.jit.TracerWarning); warnings.simplefilter('ignore', DeprecationWarning)
-            torch.onnx.export(G, (x,), str(fn), dynamo=False, opset_version=opset, input_names=['input'], output_names=['output'],
-                              dynamic_axes={'input': dyn, 'output': dyn})
+            atomic_write(fn, lambda tmp: torch.onnx.export(G, (x,), str(tmp), dynamo=False, opset_version=opset, input_names=['input'],
+                                                           output_names=['output'], dynamic_axes={'input': dyn, 'output': dyn}),
+                         errors=(OSError,))   # an export that fails for another reason says so itself
     except ImportError as e: raise InteropError(f'exporting to ONNX needs onnx: pip install "gan_callbacks[onnx]" ({e})') from None
     if check: check_onnx(G, fn, x)
     return Path(fn)
@@ -127,11 +132,11 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
 # %% ../nbs/11_interop.ipynb #c2ff591a
 export_formats = ('onnx', 'reference', 'folder')
 
-def _generator_of(model, netG):
+def _generator_of(model, netG, trust_pickle=False):
     "The generator of `model` (a file or folder `read_generator` reads, a network, or a `Learner`) on the CPU and its settings"
     if isinstance(model, Learner): return model.model.cpu().eval(), generator_settings(model)
     if isinstance(model, nn.Module): return model.cpu().eval(), generator_settings(getattr(model, 'g_a', model))
-    return read_generator(model, device='cpu', netG=netG)
+    return read_generator(model, device='cpu', netG=netG, trust_pickle=trust_pickle)
 
 def _known_scores(model):
     "The `summary.json` written beside a trained model file, if there is one"
@@ -139,10 +144,10 @@ def _known_scores(model):
     try: return json.loads(f.read_text()) if f is not None and f.is_file() else {}
     except (OSError, ValueError): return {}
 
-def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None):
+def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None, trust_pickle:bool=False):
     "Write the generator in `model` (any file or folder `load_generator` reads, or a network) to `out`: ONNX, a reference state dict, or a model folder"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
-    G, s = _generator_of(model, netG)
+    G, s = _generator_of(model, netG, trust_pickle)
     out = Path(out)
     if format == 'folder':
         write_model_folder(G, out, dict(s, size=size or s['size']), scores=_known_scores(model))

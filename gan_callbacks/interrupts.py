@@ -7,10 +7,11 @@ from __future__ import annotations
 import re
 from contextlib import contextmanager
 from pathlib import Path
-from .checkpoint import find_checkpoint
+from .checkpoint import find_checkpoint, export_learner
 from .safety import Terminated, signals_deferred
 from .inference import test_mode_of
 from .model_folder import write_model_folder
+from .ema import find_ema
 from .distributed import rank_distrib, distrib_fit
 from .checks import CLIError, release_locks
 
@@ -49,7 +50,8 @@ def _write_generator(learn):
     "The generator files `train` writes (a model folder and fastai's export), when stopped after the last epoch"
     out = Path(learn.path)
     learn.logger = print   # the stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
-    learn.export('generator.pkl')
+    if (ema := find_ema(learn)) is not None: ema.swap_in()   # the moving average, as after a complete run
+    export_learner(learn, 'generator.pkl')
     write_model_folder(learn.model, out/'generator', dict(size=learn.dls.crop_size, test_mode=test_mode_of(learn)))
     return out/'generator'
 

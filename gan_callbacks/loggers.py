@@ -15,7 +15,9 @@ from torchvision.utils import make_grid
 from .gan import find_trainer, in_fit
 from .inference import translate_batch
 from .distributed import rank_distrib, unwrap
+from .checkpoint import export_learner
 from .show import three_channels
+from .ema import averaged, find_ema
 
 # %% auto #0
 __all__ = ['image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop']
@@ -91,12 +93,13 @@ class GANLogger(Callback):
         "This epoch's `(tag, grid)`s: input | output | target; for CycleGAN, per direction, input | translation | translated back"
         if not self.images: return []
         tr = lambda x, d='AtoB': translate_batch(self.learn, x, d, bs=None)   # one batch, in the trainer's test mode, training's draws untouched
-        if hasattr(unwrap(self.learn.model), 'g_a'):
-            a, b = self.images[:2]
-            fb, fa = tr(a), tr(b, 'BtoA')
-            return [('samples/AtoB', image_rows(a, fb, tr(fb, 'BtoA'))), ('samples/BtoA', image_rows(b, fa, tr(fa)))]
-        x, y = self.images[:2] if len(self.images) > 1 else (self.images[0], None)
-        return [('samples', image_rows(*[o for o in (x, tr(x), y) if o is not None]))]
+        with averaged(self.learn):   # the generator's moving average, if the Learner keeps one
+            if hasattr(unwrap(self.learn.model), 'g_a'):
+                a, b = self.images[:2]
+                fb, fa = tr(a), tr(b, 'BtoA')
+                return [('samples/AtoB', image_rows(a, fb, tr(fb, 'BtoA'))), ('samples/BtoA', image_rows(b, fa, tr(fa)))]
+            x, y = self.images[:2] if len(self.images) > 1 else (self.images[0], None)
+            return [('samples', image_rows(*[o for o in (x, tr(x), y) if o is not None]))]
 
     def after_fit(self):
         if getattr(self, 'run', False): self._write_block(); self.flush(); self.close()
@@ -155,6 +158,10 @@ def _this_epoch(cb):
 
 def _host_copy(model): return {k: v.detach().to('cpu', copy=True) for k, v in unwrap(model).state_dict().items()}
 
+def _kept_copy(learn):
+    "A host copy of the weights `learn` keeps: the generator's moving average, if it has one"
+    with averaged(learn) as m: return _host_copy(m)
+
 class KeepBest(TrackerCallback):
     "Keep a copy of the model's weights at its best validation of `monitor` (`best_epoch`, `best`); `export_best` writes it as `learn.export` does"
     order = TrackerCallback.order + 1
@@ -171,11 +178,12 @@ class KeepBest(TrackerCallback):
         super().after_epoch()
         self._judged = self.epoch
         if self.new_best:   # a copy on the host, once per improvement
-            self.best_epoch, self.best_state = self.epoch, _host_copy(self.learn.model)
+            self.best_epoch, self.best_state = self.epoch, _kept_copy(self.learn)
 
     def resume_state(self):
         "What a checkpoint saved now keeps: the best after this epoch; its weights only if they are not the checkpoint's own"
         best, improved = _this_epoch(self)
+        if improved and find_ema(self.learn) is not None: return dict(best=best, best_epoch=self.epoch, best_state=_kept_copy(self.learn), best_is_model=False)
         if improved: return dict(best=best, best_epoch=self.epoch, best_state=None, best_is_model=True)
         return dict(best=best, best_epoch=self.best_epoch, best_state=self.best_state, best_is_model=False)
 
@@ -192,7 +200,7 @@ class KeepBest(TrackerCallback):
         m = unwrap(learn.model)
         last = {k: v.detach().clone() for k, v in m.state_dict().items()}
         m.load_state_dict(self.best_state)
-        try: learn.export(fname)
+        try: export_learner(learn, fname)
         finally: m.load_state_dict(last)
         return fname
 

@@ -4,7 +4,7 @@
 
 # %% ../nbs/11b_model_folder.ipynb #931635fe
 from __future__ import annotations
-import inspect, json, os, shutil, tempfile
+import inspect, json, math, os, shutil, tempfile
 from collections import OrderedDict
 from pathlib import Path
 import torch
@@ -13,16 +13,16 @@ from PIL import Image
 from fastai.torch_core import default_device
 from .cyclegan import CycleGANModel
 from .data import image_modes, sample_photos, sample_photo
-from .safety import CheckpointError
-from .checkpoint import check_fits
+from .safety import CheckpointError, write_error
+from .checkpoint import check_fits, few_keys
 from .inference import generator_settings, round_to, from_pil
-from .test_time import run_generator, default_test_mode
+from .test_time import run_generator, default_test_mode, test_modes
 from .show import image_grid
-from .state_dicts import InteropError, clean_state_dict, infer_generator, generator_kinds
+from .state_dicts import InteropError, clean_state_dict, infer_generator, generator_kinds, check_finite
 
 # %% auto #0
 __all__ = ['model_file', 'config_file', 'card_file', 'sample_file', 'network_config', 'write_model_folder', 'sample_grid',
-           'model_card', 'read_model_folder']
+           'model_card', 'safetensors_shapes', 'read_model_folder']
 
 # %% ../nbs/11b_model_folder.ipynb #38048049
 model_file, config_file, card_file, sample_file = 'model.safetensors', 'config.json', 'README.md', 'sample.png'
@@ -69,16 +69,38 @@ def _is_model_folder(p):
     try: return json.loads((p/config_file).read_text()).get('library_name') == 'gan_callbacks'
     except (OSError, ValueError): return False
 
+_own_files = (model_file, config_file, card_file, sample_file)   # what a model folder's writer replaces; anything else in it is kept
+
 def _replace_folder(tmp, out):
-    "Move the finished folder `tmp` to `out`, replacing an older model folder there only once the new one is whole"
-    old = out.with_name(f'.{out.name}.old')
-    if out.exists(): os.replace(out, old)
-    os.replace(tmp, out)
-    shutil.rmtree(old, ignore_errors=True)
+    "Move the finished folder `tmp` to `out`, replacing an older model folder there only once the new one is whole; its other files are kept"
+    if not out.exists(): os.replace(tmp, out); return
+    others, moved, old, gone = [p.name for p in out.iterdir() if p.name not in _own_files], [], None, False
+    try:
+        for n in others: os.rename(out/n, tmp/n); moved.append(n)   # same file system: a rename, nothing copied
+        old = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.old', dir=out.parent))
+        os.replace(out, old); gone = True
+        os.replace(tmp, out)
+    except BaseException:
+        if gone: os.replace(old, out)
+        for n in moved: os.rename(tmp/n, out/n)
+        raise
+    finally:
+        if old is not None: shutil.rmtree(old, ignore_errors=True)
+
+def _umask():
+    m = os.umask(0o22); os.umask(m); return m
+
+def _share_as_umask(d):
+    "Give folder `d` and its files the permissions the umask gives (a temporary folder is the owner's only)"
+    m = _umask()
+    os.chmod(d, 0o777 & ~m)
+    for f in d.iterdir():
+        if f.is_file(): os.chmod(f, 0o666 & ~m)
 
 def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:dict|None=None, scores:dict|None=None,
                        sample=None, name:str|None=None):
     "Write generator (or CycleGAN pair) `model` to folder `out`: `model.safetensors`, `config.json`, and a `README.md` model card with `sample`"
+    from safetensors import SafetensorError
     from safetensors.torch import save_file
     out = Path(out)
     if out.exists() and not out.is_dir(): raise InteropError(f"{out} is a file, expected a folder for the model")
@@ -96,15 +118,22 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
                multiple=s['multiple'], size=s['size'], test_mode=s['test_mode'],
                normalization=dict(_normalization, **(s.get('normalization') or {})),
                training=training or {}, scores=scores or {})
+    sd = {k: v for p, G in nets.items() for k, v in _cpu_tensors(G, p).items()}
+    check_finite(sd, f"{out}: the generator")   # a diverged network is not worth a folder
+    need = sum(v.nelement() * v.element_size() for v in sd.values())
     out.parent.mkdir(parents=True, exist_ok=True)
+    if shutil.disk_usage(out.parent).free < need + 2**20: raise write_error(out, OSError(28, 'No space left on device'), need)
     tmp = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.tmp', dir=out.parent))
     try:
-        save_file({k: v for p, G in nets.items() for k, v in _cpu_tensors(G, p).items()}, str(tmp/model_file), metadata={'format': 'pt'})
-        (tmp/config_file).write_text(json.dumps(cfg, indent=2) + '\n')
-        if sample is None: sample = sample_grid(model, s)
-        if isinstance(sample, (str, Path)): shutil.copyfile(sample, tmp/sample_file)
-        elif sample is not False: sample.save(tmp/sample_file)
-        (tmp/card_file).write_text(model_card(cfg, name or out.name, sample is not False))
+        try:
+            save_file(sd, str(tmp/model_file), metadata={'format': 'pt'})
+            (tmp/config_file).write_text(json.dumps(cfg, indent=2) + '\n')
+            if sample is None: sample = sample_grid(model, s)
+            if isinstance(sample, (str, Path)): shutil.copyfile(sample, tmp/sample_file)
+            elif sample is not False: sample.save(tmp/sample_file)
+            (tmp/card_file).write_text(model_card(cfg, name or out.name, sample is not False))
+            _share_as_umask(tmp)
+        except (OSError, RuntimeError, SafetensorError) as e: raise write_error(out, e, need) from e   # e.g. a full disk: one line
         _replace_folder(tmp, out)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True); raise
@@ -156,6 +185,53 @@ def model_card(cfg:dict, name:str, sample:bool=True):
     return '\n'.join(lines)
 
 # %% ../nbs/11b_model_folder.ipynb #65bb9313
+_dtype_bytes = dict(F64=8, F32=4, F16=2, BF16=2, I64=8, I32=4, I16=2, I8=1, U8=1, U16=2, U32=4, U64=8, BOOL=1, F8_E4M3=1, F8_E5M2=1)
+
+def safetensors_shapes(fn, max_header:int=2**24):
+    "The shape of each tensor in safetensors file `fn`, from its header alone (nothing allocated), checked against the file's size"
+    fn = Path(fn)
+    size = fn.stat().st_size
+    with open(fn, 'rb') as f:
+        n = int.from_bytes(f.read(8).ljust(8, b'\xff'), 'little')
+        if n > min(size - 8, max_header): raise InteropError(f"{fn}: cannot read it as safetensors (its header would be {n:,} bytes, the file has {size:,})")
+        try: h = json.loads(f.read(n))
+        except (ValueError, UnicodeDecodeError, RecursionError) as e: raise InteropError(f"{fn}: cannot read it as safetensors (its header is no JSON: {str(e)[:80]})") from None
+    if not isinstance(h, dict): raise InteropError(f"{fn}: cannot read it as safetensors (its header is no JSON object)")
+    shapes = {}
+    for k, v in h.items():
+        if k == '__metadata__': continue
+        sh, off, dt = (v.get('shape'), v.get('data_offsets'), v.get('dtype')) if isinstance(v, dict) else (None, None, None)
+        if not (isinstance(sh, list) and all(type(d) is int and d >= 0 for d in sh) and dt in _dtype_bytes and isinstance(off, list)
+                and len(off) == 2 and all(type(o) is int for o in off) and 0 <= off[0] <= off[1] <= size - 8 - n
+                and off[1] - off[0] == math.prod(sh) * _dtype_bytes[dt]):
+            raise InteropError(f"{fn}: cannot read it as safetensors (tensor {str(k)[:60]!r} does not fit in the file of {size:,} bytes: truncated or damaged)")
+        shapes[k] = tuple(sh)
+    return shapes
+
+def _check_config(cfg, shapes, source):
+    "Check network config `cfg` (architecture, args) against the tensor `shapes` of its weights, before anything is built"
+    arch, given = cfg.get('architecture'), cfg.get('args')
+    if arch not in _classes(): raise InteropError(f"{source}: architecture {str(arch)[:60]!r} is none of {', '.join(_classes())}")
+    meta = OrderedDict((k, torch.empty(s, device='meta')) for k, s in shapes.items())   # shapes only: no memory
+    kind = next((n for n, c in generator_kinds().items() if c.__name__ == arch), None)
+    try: cls, args = infer_generator(clean_state_dict(meta), netG=kind)   # the named kind first: another may read the same keys
+    except InteropError:
+        try: cls, args = infer_generator(clean_state_dict(meta))
+        except InteropError as e: raise InteropError(f"{source}: {e}") from None
+    if arch != cls.__name__: raise InteropError(f"{source}: config.json names architecture {arch}, the weights do not fit it (they are a {cls.__name__}'s)")
+    if not isinstance(given, dict): raise InteropError(f"{source}: config.json has no args of the {cls.__name__} (a JSON object)")
+    bad = [f"{k}={given.get(k)!r} (the weights have {v!r})" for k, v in args.items() if given.get(k) != v or type(given.get(k)) is not type(v)]
+    bad += [f"{k}={v!r} (expected true or false)" for k, v in given.items() if k not in args and not isinstance(v, bool)]
+    if bad: raise InteropError(f"{source}: config.json does not fit the weights: " + ', '.join(bad[:4])[:300])
+
+def _check_settings(cfg, fn):
+    "Check the settings of model folder config `cfg` (read from `fn`) that translation uses"
+    for k, ok, want in (('test_mode', cfg.get('test_mode', default_test_mode) in test_modes, f"one of {', '.join(test_modes)}"),
+                        ('multiple', type(cfg.get('multiple', 1)) is int and 1 <= cfg.get('multiple', 1) <= 2**12, 'an integer from 1 to 4096'),
+                        ('size', cfg.get('size') is None or (type(cfg['size']) is int and 1 <= cfg['size'] <= 2**16), 'an integer from 1 to 65536'),
+                        ('in_ch', type(cfg.get('in_ch')) is int and cfg['in_ch'] >= 1, 'a positive integer')):
+        if not ok: raise InteropError(f"{fn}: {k} is {repr(cfg.get(k))[:60]}, expected {want}")
+
 def read_model_folder(path, device=None):
     "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`: safetensors and JSON only, nothing unpickled"
     from safetensors import SafetensorError
@@ -163,19 +239,26 @@ def read_model_folder(path, device=None):
     path, device = Path(path), default_device() if device is None else torch.device(device)
     for f in (config_file, model_file):
         if not (path/f).is_file(): raise InteropError(f"{path}: no {f}, so not a model folder (export_generator(model, 'folder', out) writes one)")
+    if (path/config_file).stat().st_size > 2**20: raise InteropError(f"{path/config_file}: more than 1 MB, not the config of a model folder")
     try: cfg = json.loads((path/config_file).read_text())
-    except (ValueError, UnicodeDecodeError) as e: raise InteropError(f"{path/config_file}: not a JSON file ({e})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e: raise InteropError(f"{path/config_file}: not a JSON file ({str(e)[:80]})") from None
     if not isinstance(cfg, dict) or cfg.get('library_name') != 'gan_callbacks':
         raise InteropError(f"{path/config_file}: not the config of a gan_callbacks model folder (no library_name 'gan_callbacks')")
+    _check_settings(cfg, path/config_file)
+    shapes, cyc = safetensors_shapes(path/model_file), cfg.get('architecture') == 'CycleGANModel'
+    nets = cfg.get('networks') if cyc else {'': cfg}
+    if cyc and (not isinstance(nets, dict) or set(nets) != {'g_a', 'g_b'}):
+        raise InteropError(f"{path/config_file}: a CycleGAN folder needs networks g_a and g_b, found {', '.join(nets or [])[:100]}")
+    def part(d, k): return OrderedDict((n[len(k)+1:], v) for n, v in d.items() if n.startswith(k + '.')) if k else d
+    nets = {k: nets[k] for k in ('g_a', 'g_b')} if cyc else nets
+    for k, c in nets.items():   # all checked before anything is allocated
+        if not isinstance(c, dict): raise InteropError(f"{path/config_file}: network {k} is no JSON object")
+        _check_config(c, part(shapes, k), f"{path} ({k})" if k else str(path))
     try: sd = load_file(str(path/model_file), device='cpu')
     except (SafetensorError, OSError, ValueError) as e: raise InteropError(f"{path/model_file}: cannot read it as safetensors ({e})") from None
-    if cfg.get('architecture') == 'CycleGANModel':
-        nets = cfg.get('networks') or {}
-        if set(nets) != {'g_a', 'g_b'}: raise InteropError(f"{path/config_file}: a CycleGAN folder needs networks g_a and g_b, found {', '.join(nets)}")
-        gs = [_build(nets[k], OrderedDict((n[len(k)+1:], v) for n, v in sd.items() if n.startswith(k + '.')), f"{path/model_file} ({k})")
-              for k in ('g_a', 'g_b')]
-        model = CycleGANModel(*gs)
-    else: model = _build(cfg, sd, str(path/model_file))
+    check_finite(sd, str(path/model_file))
+    gs = [_build(c, part(sd, k), f"{path/model_file}" + (f" ({k})" if k else '')) for k, c in nets.items()]
+    model = CycleGANModel(*gs) if cyc else gs[0]
     s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', default_test_mode),
              normalization=cfg.get('normalization', _normalization))
     return model.to(device).eval(), s

@@ -21,6 +21,7 @@ from .guard import NonFiniteError, norm_stats
 from .internals import predicting
 from .test_time import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
+from .stabilizers import with_recipe
 from .distributed import unwrap
 from .data import domain_channels
 
@@ -89,19 +90,20 @@ class Pix2pixTrainer(AdversarialTrainer):
         if not train: return
         A, B, fake = last_input, last_target, last_output
         D = self.setup_discriminator(A.shape[1] + B.shape[1])
+        seen = lambda x: self.d_input(torch.cat([A, x], 1), A.shape[1])   # what D sees: A beside an image
         d_stats, d_bad = norm_stats(D), False   # copies, to undo the iteration should it be skipped
         self.d_requires_grad(True)
         for _ in range(self.n_critic):
             self.d_zero_grad()
             with self.autocast():
-                d_fake = self.gan_loss(D(torch.cat([A, fake.detach()], 1)), False)
-                d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)
+                d_fake = self.gan_loss(D(seen(fake.detach())), False)
+                d_real = self.gan_loss(D(seen(B)), True)
                 d_loss = 0.5 * (d_fake + d_real)
                 if self.gan_mode == 'wgangp': d_loss = d_loss + gradient_penalty(D, B, fake.detach(), cond=A, weight=self.gp_weight)
-            d_bad = self.step_d(d_loss) | d_bad
+            d_bad = self.step_d(d_loss) | d_bad | self.d_regularize((D, B, fake.detach(), A))
         self.d_requires_grad(False)
         with self.autocast():
-            g_gan = self.gan_loss(D(torch.cat([A, fake], 1)), True, for_discriminator=False)
+            g_gan = self.gan_loss(D(seen(fake)), True, for_discriminator=False)
             g_l1 = self.lambda_l1 * F.l1_loss(fake.float(), B.float())
         bad = self.step_g(g_gan + g_l1) | d_bad   # skipped: a flag on the device
         self.end_iteration(bad, (g_gan, g_l1, d_real, d_fake), epoch, num_batch, d_stats)
@@ -114,15 +116,16 @@ def unet_depth(size:int, max_downs:int=8):
     return n
 
 def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, gan_mode:str='vanilla',
-                    lambda_l1:float=100., opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size and the data's channels, PatchGAN D, Adam(0.5, 0.999), L1 as loss"
+                    lambda_l1:float=100., opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
+    "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size and the data's channels, PatchGAN D, Adam(0.5, 0.999), L1 as loss; `recipe` (see `stabilizers`) 'paper' or 'modern'"
     if generator is None:
         size = getattr(dls, 'crop_size', None) or dls.one_batch()[0].shape[-2:]
         depth = min(unet_depth(s) for s in L(size))
         if depth < 5: raise ValueError(f"pix2pix_learner's U-Net needs image sides divisible by 32 (2**5), got {size}: "
                                        "pick another crop size or pass a `generator`")
         generator = UnetGenerator(*domain_channels(dls, 'pix2pix_learner'), num_downs=depth)   # the data's channels: grayscale, RGB, ...
-    trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **(trainer_kwargs or {}))
+    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
+    trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
 def pix2pix_schedule(lr:float, n_epochs:int, n_epochs_decay:int):

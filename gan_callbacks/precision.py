@@ -6,13 +6,14 @@
 from __future__ import annotations
 from contextlib import nullcontext
 import torch
+from torch import nn
 from fastcore.basics import first
 from fastai.callback.fp16 import MixedPrecision, AMPMode
 from .internals import is_compiled, off_for_this_fit
 from .steps import learner_device, state_or_none
 
 # %% auto #0
-__all__ = ['amp_dtype', 'maybe_autocast', 'FitPrecision', 'speed_up', 'to_channels_last']
+__all__ = ['amp_dtype', 'maybe_autocast', 'FitPrecision', 'check_compilable', 'speed_up', 'to_channels_last']
 
 # %% ../nbs/04g_precision.ipynb #7f9dd341
 def amp_dtype(learn, device_type:str):
@@ -52,11 +53,24 @@ class FitPrecision:
             if sd[f'{k}_scaler'] and k in self.scalers: self.scalers[k].load_state_dict(sd[f'{k}_scaler'])
 
 # %% ../nbs/04g_precision.ipynb #48837917
-def speed_up(m, channels_last:bool=False, compile:bool=False):
-    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`; pickling drops it)"
+_unsafe_for_inductor = (nn.ReplicationPad1d, nn.ReplicationPad2d, nn.ReplicationPad3d)
+
+def check_compilable(m, compile:bool|dict=True):
+    "Refuse to compile `m` where `torch.compile` is known not to train it as eager does"
+    kw = compile if isinstance(compile, dict) else {}
+    if kw.get('backend', 'inductor') != 'inductor': return
+    if bad := first(o for o in m.modules() if isinstance(o, _unsafe_for_inductor)):
+        raise ValueError(f"compile: {type(m).__name__} has a {type(bad).__name__} layer, whose backward inductor (torch.compile's default "
+                         f"backend, torch {torch.__version__}) computes with the wrong strides and stops the fit: train it uncompiled, "
+                         "or pass compile={'backend': 'aot_eager'}")
+
+def speed_up(m, channels_last:bool=False, compile:bool|dict=False):
+    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`, `compile` a dict: its arguments; pickling drops it)"
     if m is None: return m
     if channels_last: m.to(memory_format=torch.channels_last)
-    if compile and not is_compiled(m): m.compile()
+    if compile and not is_compiled(m):
+        check_compilable(m, compile)
+        m.compile(**(compile if isinstance(compile, dict) else {}))
     return m
 
 def to_channels_last(t):

@@ -16,17 +16,21 @@ from .models import UnetGenerator, ResnetGenerator, init_weights
 from .pix2pix import Pix2pixTrainer, pix2pix_learner, unet_depth
 from .cyclegan import CycleGANTrainer, cyclegan_learner
 from .cut import CUTTrainer, cut_learner, cut_modes
-from .checkpoint import GANCheckpoint
+from .checkpoint import GANCheckpoint, export_learner
+from .safety import atomic_write
 from .interrupts import Interrupted, how_stopped, interruptible, fit_interruptible, after_fit_interrupted, run_ended
 from .data import (Pix2pixDataLoaders, UnpairedDataLoaders, sample_pairs, sample_unpaired, image_modes, open_image,
-                                is_deep_folder, deep_dataloaders, bit_depth)
+                                is_deep_folder, deep_dataloaders, bit_depth, get_pairs)
 from .inference import from_pil, translate_batch, test_mode_of, reference_test_mode
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
+from .swd_metric import SWD
+from .ema import find_ema
+from .stabilizers import recipes
 from .distributed import setup_process
-from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks
+from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes
 _all_ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']   # at home in `interrupts`
 
 # %% auto #0
@@ -45,6 +49,7 @@ def _check_train(data, sample, out, seed, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
+    if data is not None: check_apart(data, out)   # pictures written into the data would be trained on next time
     check_numbers(seed=seed, **numbers)
     out, rank = make_out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
     if not rank: hold_lock(out)   # one run per output folder
@@ -74,8 +79,11 @@ class TrainRun:
     def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
     def summary(self, learn, data, out, grid): raise NotImplementedError   # summary.json's dict, and the lines printed after the fit
     monitors = {}   # the validation column each `--keep-best` metric reads
+    recipe, stabilizers, swd = 'paper', {}, False   # set by `train`: the recipe, the options given on their own, an SWD column
+    def swd_metrics(self): return [SWD()] if self.swd else []   # the validation SWD column (`swd_metric`)
     def monitor(self, metric):
         "The column `--keep-best metric` watches, or a `CLIError` saying why there is none"
+        if metric == 'swd' and self.swd: return 'swd'
         if metric in ('fid', 'kid'): raise CLIError(f"--keep-best {metric}: train does not compute {metric.upper()} after each epoch; use "
                                                     f"{', '.join(self.monitors) or 'no other metric'}, then `gan_callbacks evaluate` for {metric.upper()}")
         if metric not in self.monitors: raise CLIError(f"--keep-best {metric} is not a validation column of --model {self.name} "
@@ -93,12 +101,16 @@ def _wandb_logger(out, model, n_samples, config):
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
           crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
-          keep_best=None, early_stop=None, **options):
+          keep_best=None, early_stop=None, recipe='paper', ema=None, r1=None, r2=None, reg_interval=None, diffaugment=None,
+          spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, **options):
     "Train `model` (pix2pix, cyclegan, cut, fastcut or pix2pixhd) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
     if not run.crops: crop_size = load_size
+    if recipe not in recipes: raise CLIError(f"--recipe must be one of {', '.join(recipes)}, got {recipe!r}")
+    stab = dict(ema=ema, r1_gamma=r1, r2_gamma=r2, reg_interval=reg_interval, diffaugment=diffaugment, spectral_norm=spectral_norm)
+    run.recipe, run.stabilizers, run.swd = recipe, {k: v for k, v in stab.items() if v is not None}, bool(swd or keep_best == 'swd')
     epochs, epochs_decay = ifnone(epochs, run.schedule[0]), ifnone(epochs_decay, run.schedule[1])
     if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
@@ -109,10 +121,14 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
         data = run.sample()
     try: learn = run.learner(data, out, bs=bs, load_size=load_size, crop_size=crop_size, ngf=ngf)
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
+    if not len(learn.dls.valid_ds):
+        raise CLIError(f"--data {data}: nothing to validate on, and too few training images to set some apart: add a folder of "
+                       + ("pairs val/" if model == 'pix2pix' else "images testA/ and testB/") + " (it need not be large)")
     _set_precision(learn, precision)
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
-    ckpt, keep = GANCheckpoint(resume=resume), keep_best and KeepBest(monitor)
+    if nonfinite_patience < 1: raise CLIError(f"--nonfinite-patience must be at least 1, got {nonfinite_patience}")
+    ckpt, keep = GANCheckpoint(resume=resume, patience=nonfinite_patience), keep_best and KeepBest(monitor)
     cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
     cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
@@ -123,19 +139,21 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     finally:
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
-    learn.export('generator.pkl')
+    if (ema := find_ema(learn)) is not None: ema.swap_in()   # the run keeps the moving average (a next fit puts the training weights back)
+    export_learner(learn, 'generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
     if keep and keep.export_best('best_generator.pkl'):
         summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
         e = keep.best_epoch   # counted from 0, as history.csv, summary.json and the file names count
         lines.append(f"  best_generator.pkl  the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
-    (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
     write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits)),
                        scores=summary, sample=grid.files[-1],
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed))
+                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed,
+                                     recipe=recipe, **run.stabilizers))
     print('\n'.join(lines))
     release_locks()   # the run is over: its folder is free again
     return learn
@@ -156,15 +174,19 @@ class Pix2pixRun(TrainRun):
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         self.depth = unet_depth(crop_size)
         make = deep_dataloaders if is_deep_folder(data, layout=self.layout) else Pix2pixDataLoaders.from_folder   # 16 bits, many channels
+        if self.layout == 'separate' and make is not deep_dataloaders:   # A and B of different sizes would be stretched differently
+            check_pair_sizes(p for s in ('train', 'val') if (Path(data)/s).is_dir() for p in get_pairs(Path(data)/s, 'separate'))
         dls = make(data, layout=self.layout, direction=self.direction, load_size=load_size, crop_size=crop_size, bs=bs,
                    num_downs=max(self.depth, 5))
         G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=self.depth, ngf=ngf)
         return pix2pix_learner(dls, generator=G, gan_mode=self.gan_mode, lambda_l1=self.lambda_l1, path=out, model_dir='checkpoints',
-                               metrics=[PSNR(), SSIM()], trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile))
+                               metrics=[PSNR(), SSIM(), *self.swd_metrics()], recipe=self.recipe,
+                               trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile, **self.stabilizers))
 
     def callbacks(self, out, n_samples): return [SampleGrid(out, n=n_samples)]
     def describe(self, data, dls, crop_size, precision):
-        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs, {crop_size}px, U-Net depth {self.depth}, {precision})"
+        split = '' if (Path(data)/'val').is_dir() else ', no val/ folder: validating on a random 20% of train/'
+        return f"Training on {data} ({len(dls.train_ds)} train / {len(dls.valid_ds)} valid pairs{split}, {crop_size}px, U-Net depth {self.depth}, {precision})"
 
     def summary(self, learn, data, out, grid):
         plot_training(learn, out/'losses.png')
@@ -216,7 +238,8 @@ class CycleGANRun(TrainRun):
         self.truth = true_pairs(data, crop_size, in_ch=dls.in_ch, out_ch=dls.out_ch)
         gs = [ResnetGenerator(i, o, ngf=ngf, n_blocks=self.n_blocks) for i, o in ((dls.in_ch, dls.out_ch), (dls.out_ch, dls.in_ch))]
         return cyclegan_learner(dls, *gs, gan_mode=self.gan_mode, lambda_a=self.lambda_a, lambda_b=self.lambda_b, lambda_idt=self.lambda_idt,
-                                pool_size=self.pool_size, path=out, model_dir='checkpoints')
+                                pool_size=self.pool_size, path=out, model_dir='checkpoints', metrics=self.swd_metrics(), recipe=self.recipe,
+                                trainer_kwargs=self.stabilizers)
 
     def callbacks(self, out, n_samples):
         grid = CycleGANGrid(out, n=n_samples, truth=self.truth)
@@ -261,7 +284,8 @@ class CUTRun(CycleGANRun):
         self.truth = true_pairs(data, crop_size, in_ch=dls.in_ch, out_ch=dls.out_ch)
         G = init_weights(ResnetGenerator(dls.in_ch, dls.out_ch, ngf=ngf, n_blocks=self.n_blocks, antialias=True, antialias_up=True), 'xavier')
         kw = {k: getattr(self, k) for k in ('gan_mode', 'lambda_gan', 'lambda_nce', 'nce_idt', 'num_patches', 'flip_equivariance') if getattr(self, k) is not None}
-        return cut_learner(dls, G, mode=self.mode, path=out, model_dir='checkpoints', trainer_kwargs=kw)
+        return cut_learner(dls, G, mode=self.mode, path=out, model_dir='checkpoints', trainer_kwargs={**kw, **self.stabilizers},
+                           metrics=self.swd_metrics(), recipe=self.recipe)
 
 class FastCUTRun(CUTRun):
     "FastCUT: `CUTRun` with FastCUT's defaults"

@@ -4,20 +4,21 @@
 
 # %% ../nbs/05c_safety.ipynb #dbc8b678
 from __future__ import annotations
-import os, errno, shutil, signal, threading
+import os, errno, re, shutil, signal, threading
 from contextlib import contextmanager
 from pathlib import Path
 import torch
 
 # %% auto #0
-__all__ = ['CheckpointError', 'CheckpointWriteError', 'atomic_save', 'Terminated', 'stop_on_sigterm', 'signals_deferred']
+__all__ = ['CheckpointError', 'CheckpointWriteError', 'write_error', 'atomic_write', 'atomic_save', 'Terminated',
+           'stop_on_sigterm', 'signals_deferred']
 
 # %% ../nbs/05c_safety.ipynb #dc6148ec
 class CheckpointError(RuntimeError):
     "A checkpoint cannot be written or read, or does not fit the `Learner`"
 
 class CheckpointWriteError(CheckpointError, OSError):
-    "A checkpoint file cannot be written (full disk, permissions, I/O error): the file it names is left as it was"
+    "A checkpoint (or any file the library writes) cannot be written (full disk, permissions, I/O error): the file it names is left as it was"
     def __init__(self, msg, errno=None): super().__init__(msg); self.errno = errno
     def __str__(self): return self.args[0]
 
@@ -34,13 +35,14 @@ def _free(d):
     try: return shutil.disk_usage(d).free
     except OSError: return None
 
-def _write_error(fn, e, need):
+def write_error(fn, e, need:int=0):
     "A `CheckpointWriteError` for exception `e` (from writing `fn`, `need` bytes): a full disk, or `e`'s first line"
     free, code = _free(fn.parent), getattr(e, 'errno', None)
+    if code is None and (m := re.search(r'Os \{ code: (\d+)', str(e))): code = int(m.group(1))   # safetensors' (Rust's) I/O errors
     if code in (errno.ENOSPC, errno.EDQUOT) or (free is not None and free < need + 2**20):   # torch's own writer gives no errno
         return CheckpointWriteError(f"Cannot write {fn}: No space left on device (it needs about {_mb(need)}, "
                                     f"{'?' if free is None else _mb(free)} free)", errno.ENOSPC)
-    why = getattr(e, 'strerror', None) or (str(e).strip().splitlines() or [type(e).__name__])[0]
+    why = getattr(e, 'strerror', None) or (code and os.strerror(code)) or (str(e).strip().splitlines() or [type(e).__name__])[0]
     return CheckpointWriteError(f"Cannot write {fn}: {why}", code)
 
 def _interrupt_in(e):
@@ -59,24 +61,27 @@ def _new_tmp(fn):
         except FileExistsError: continue
     raise FileExistsError(errno.EEXIST, f"No free temporary name beside {fn}")
 
-def atomic_save(obj, fn):
-    "`torch.save` `obj` to `fn` through a temporary file in the same directory: `fn` is always the old file or the whole new one"
+def atomic_write(fn, write, need:int=0, errors=(OSError, RuntimeError)):
+    "Call `write(tmp)` to write a temporary file beside `fn`, then rename it to `fn`: `fn` is always the old file or the whole new one"
     fn, tmp = Path(fn), None
-    need = _nbytes(obj)
     free = _free(fn.parent)
-    if free is not None and free < need: raise _write_error(fn, OSError(errno.ENOSPC, 'No space left on device'), need)
+    if free is not None and free < need: raise write_error(fn, OSError(errno.ENOSPC, 'No space left on device'), need)
     try:
         tmp = _new_tmp(fn)
-        torch.save(obj, tmp)   # a path, not a file object: an interrupt stays a `KeyboardInterrupt`
+        write(tmp)
         with open(tmp, 'rb+') as f: os.fsync(f.fileno())
         os.replace(tmp, fn)
     except BaseException as e:
         if tmp is not None: tmp.unlink(missing_ok=True)
         if (ki := _interrupt_in(e)) is not None and ki is not e: raise ki from None
-        if isinstance(e, (OSError, RuntimeError)) and not isinstance(e, CheckpointError): raise _write_error(fn, e, need) from e
+        if isinstance(e, errors) and not isinstance(e, CheckpointError): raise write_error(fn, e, need) from e
         raise
     _fsync_dir(fn.parent)
     return fn
+
+def atomic_save(obj, fn):
+    "`torch.save` `obj` to `fn` through a temporary file in the same directory: `fn` is always the old file or the whole new one"
+    return atomic_write(fn, lambda tmp: torch.save(obj, tmp), _nbytes(obj))   # a path, not a file object: an interrupt stays a `KeyboardInterrupt`
 
 def _fsync_dir(d):
     "Make a rename in directory `d` durable (where directories can be opened)"

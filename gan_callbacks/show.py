@@ -13,6 +13,7 @@ from fastai.metrics import ValueMetric
 from .gan import find_trainer, direct_trackers
 from .inference import to_pil, translate_batch
 from .distributed import rank_distrib
+from .ema import averaged
 
 # %% auto #0
 __all__ = ['three_channels', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'MappingL1', 'CycleGANGrid']
@@ -77,7 +78,7 @@ class SampleGrid(Callback):
         if self.skipped and (fn.is_file() or self.epoch < self.n_epoch - 1):
             if fn.is_file(): self.files.append(fn)
             return
-        out = self.predict()
+        with averaged(self.learn): out = self.predict()   # the generator's moving average, if the Learner keeps one
         if rank_distrib(): return   # every process predicts (collectives stay in step), rank 0 writes
         image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=self.labels,
                    title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
@@ -118,7 +119,7 @@ class MappingL1(Callback):
         direct_trackers(self.learn, {'true_l1': True})   # an L1: lower is better
     def after_fit(self): self.learn.metrics = [m for m in self.learn.metrics if m is not self.metric]
     def value(self):
-        out = translate_batch(self.learn, self.a)
+        with averaged(self.learn): out = translate_batch(self.learn, self.a)
         return (out.float() - self.b.to(out.device)).abs().mean().item()
 
 class CycleGANGrid(SampleGrid):

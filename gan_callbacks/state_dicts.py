@@ -14,7 +14,7 @@ from .safety import CheckpointError
 from .checkpoint import check_fits, few_keys
 
 # %% auto #0
-__all__ = ['InteropError', 'clean_state_dict', 'infer_generator', 'generator_kinds', 'generator_from_state_dict']
+__all__ = ['InteropError', 'clean_state_dict', 'infer_generator', 'generator_kinds', 'check_finite', 'generator_from_state_dict']
 
 # %% ../nbs/11a_state_dicts.ipynb #bae8e6ab
 class InteropError(ValueError):
@@ -147,9 +147,16 @@ def generator_kinds():
     return {n: c for n, (c, _) in _archs.items()}
 
 # %% ../nbs/11a_state_dicts.ipynb #cefc26bb
+def check_finite(sd:dict, source:str='the state dict'):
+    "Raise an `InteropError` naming `source` if a floating-point tensor of `sd` holds NaN or infinity: the weights of a diverged training"
+    bad = [k for k, v in sd.items() if torch.is_tensor(v) and v.is_floating_point() and not bool(v.isfinite().all())]
+    if bad: raise InteropError(f"{source}: weights are not finite (NaN or infinity) in {few_keys(bad, 3)}: "
+                               "the training diverged; use a checkpoint of an earlier epoch")
+
 def generator_from_state_dict(sd:dict, device=None, source:str='the state dict', **hints):
     "A generator built from the architecture `infer_generator` reads in `sd`, with `sd`'s weights, in eval mode"
     sd = clean_state_dict(sd)
+    check_finite(sd, source)
     cls, args = infer_generator(sd, **hints)
     try:
         with torch.random.fork_rng(devices=[]): G = cls(**args)   # its random init is overwritten: leave the caller's RNG alone

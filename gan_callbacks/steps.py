@@ -11,7 +11,7 @@ from .internals import step_unless_found_inf
 from .distributed import is_distributed, average_grads
 
 # %% auto #0
-__all__ = ['step', 'grad_norm', 'step_unless', 'Accumulation', 'follow_schedule', 'learner_device', 'state_or_none']
+__all__ = ['step', 'grad_norm', 'step_unless', 'Accumulation', 'follow_schedule', 'learner_device', 'state_or_none', 'Updates']
 
 # %% ../nbs/04f_steps.ipynb #a2fd7bb3
 def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
@@ -74,12 +74,13 @@ class Accumulation:
         return bad
 
 # %% ../nbs/04f_steps.ipynb #21c6787b
-def follow_schedule(opt, learn, lr_mult:float=1.):
-    "Give optimizer `opt` the lr (times `lr_mult`), mom and wd of `learn`'s optimizer for this batch, where they differ"
+def follow_schedule(opt, learn, lr_mult:float=1., adjust=None):
+    "Give optimizer `opt` the lr (times `lr_mult`), mom and wd of `learn`'s optimizer for this batch, where they differ; `adjust` (e.g. `lazy_hypers`) changes them, and sqr_mom with them, first"
     g, d = learn.opt.hypers[-1], opt.hypers[0]
-    for k in ('lr', 'mom', 'wd'):
-        if k not in g or k not in d: continue
-        v = float(g[k] * lr_mult if k == 'lr' else g[k])
+    keys = ('lr', 'mom', 'wd') + (('sqr_mom',) if adjust is not None else ())
+    want = {k: float(g[k] * lr_mult if k == 'lr' else g[k]) for k in keys if k in g and k in d}
+    if adjust is not None: want = adjust(want)
+    for k, v in want.items():
         if d[k] != v: opt.set_hyper(k, v)   # most batches: unchanged
 
 def learner_device(learn):
@@ -89,3 +90,50 @@ def learner_device(learn):
 def state_or_none(o):
     "`o.state_dict()`, or `None` when `o` (an optimizer, a network, a scaler) was not made"
     return None if o is None else o.state_dict()
+
+# %% ../nbs/04f_steps.ipynb #9f648e52
+from fastcore.basics import first
+from fastai.callback.training import GradientAccumulation, GradientClip
+
+class Updates:
+    "The G and D updates of a trainer: fastai's accumulation and clipping honoured, D on the Learner's schedule, the stabilizers' hooks"
+    def read_fastai_tools(self):
+        "fastai's `GradientAccumulation` (its `n_acc`) and `GradientClip` (its `max_norm`, `norm_type`) among the Learner's callbacks, for this fit"
+        acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))
+        clip = first(cb for cb in self.learn.cbs if isinstance(cb, GradientClip))
+        self.accumulation.reset(None if acc is None else acc.n_acc)
+        if acc is not None and self.stabilizers.lazy is not None:
+            raise ValueError(f"{type(self).__name__}: R1/R2 penalties take D steps of their own, which gradient accumulation "
+                             "would mix into the accumulated sum: use GradientAccumulation or r1_gamma/r2_gamma, not both")
+        self.fastai_clip = None if clip is None else (clip.max_norm, clip.norm_type)
+
+    def g_clip(self):
+        "G's max gradient norm and its norm type: `clip_g`, or fastai's `GradientClip` (which clips the Learner's model), the smaller of the two"
+        if self.fastai_clip is None: return self.clip_g, 2.
+        m, norm_type = self.fastai_clip
+        return (m if self.clip_g is None else min(m, self.clip_g)), norm_type
+
+    def d_zero_grad(self):
+        "Zero the discriminators' gradients before their loss's backward (while gradients accumulate, at a sum's first batch only)"
+        if self.accumulation.first: self.d_opt.zero_grad()
+
+    def step_g(self, loss):
+        "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
+        clip, norm_type = self.g_clip()
+        return self.accumulation.step('g', loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), clip, self.check_grads, norm_type)
+
+    def step_d(self, loss):
+        "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
+        follow_schedule(self.d_opt, self.learn, self.d_lr_mult, self.stabilizers.adjust())
+        return self.accumulation.step('d', loss, self.d_opt, self.d_params(), self.precision.scaler('d'), self.clip_d, self.check_grads)
+
+    def d_input(self, x, n_cond:int=0):
+        "`x` as D sees it in training: augmented with `diffaugment` if asked (the first `n_cond` channels a condition)"
+        return self.stabilizers.augment(x, n_cond) if self.training else x
+
+    def d_regularize(self, *ds):
+        "After a D update, on due D steps: a D step on the lazy R1/R2 penalty of each `(D, real, fake[, cond])`, outside autocast; its skipped flag, or `False`"
+        loss = self.stabilizers.penalty(*ds)
+        if loss is None: return False
+        self.d_opt.zero_grad()
+        return self.step_d(loss)

@@ -138,8 +138,9 @@ class SWD(Metric):
         self.real = SWDDescriptors(self.seed + 1, **self.kwargs)
         self.fake = SWDDescriptors(self.seed + (1 if self.paired else 2), **self.kwargs)
     def accumulate(self, learn):
-        pred = learn.pred[0] if isinstance(learn.pred, (tuple, list)) else learn.pred
-        self.real.feed(learn.y); self.fake.feed(pred)
+        pred = learn.pred[0] if isinstance(learn.pred, (tuple, list)) else learn.pred   # CycleGAN: G_A(A) first
+        real = learn.y[-1] if isinstance(learn.y, (tuple, list)) else learn.y   # unpaired targets (A, B): the B images
+        self.real.feed(real); self.fake.feed(pred)
     @property
     def value(self):
         if self.real.desc is None: return None

@@ -136,6 +136,17 @@ def test_validate_and_get_preds_leave_checkpoints_alone(tmp_path):
     assert_same(sd(learn.model), w)
     assert learn.gan_checkpoint.resumed_from.name == 'gan_epoch1.pth'
 
+def test_validate_after_a_one_epoch_fit_saves_nothing(tmp_path):
+    "`validate` and `get_preds` send `after_epoch` as epoch 0 of the fit's `n_epoch`: after a fit of one epoch, that is its last"
+    learn = make_learner(tmp_path, cbs=GANCheckpoint(every=5))
+    run(learn, n=1)
+    models = tmp_path/'models'
+    files = {p.name: p.stat().st_mtime_ns for p in models.iterdir()}
+    assert list(files) == ['gan_epoch0.pth']
+    with learn.no_bar():
+        learn.validate(); learn.get_preds()
+    assert {p.name: p.stat().st_mtime_ns for p in models.iterdir()} == files
+
 
 # --- (2) a save that dies half-way
 

@@ -346,7 +346,7 @@ from fastai.callback.training import GradientAccumulation, GradientClip
 from gan_callbacks.cut import cut_learner
 from gan_callbacks.models import PatchSampleF
 from fastai.optimizer import SGD
-from interrupting import Unpaired
+from helpers import Unpaired
 
 KINDS = ['pix2pix', 'cyclegan', 'cut']
 
@@ -378,9 +378,9 @@ def trainer(learn):
     from gan_callbacks.gan import find_trainer
     return find_trainer(learn)
 
-def assert_states_close(a, b, atol=1e-4):   # two SGD steps at lr 0.1 move weights by 0.3; skipping accumulation, by 1
+def assert_states_close(a, b, atol=1e-4):   # float sums in another order differ by ~5e-5 relative; two SGD steps at lr 0.1 move weights by 0.3; skipping accumulation, by 1
     assert a.keys() == b.keys()
-    for k in a: torch.testing.assert_close(a[k], b[k], atol=atol, rtol=1e-5, msg=lambda m: f'{k}: {m}')
+    for k in a: torch.testing.assert_close(a[k], b[k], atol=atol, rtol=1e-4, msg=lambda m: f'{k}: {m}')
 
 @pytest.mark.parametrize('kind', KINDS)
 def test_gradient_accumulation_makes_the_updates_of_the_big_batch(kind):
@@ -407,6 +407,12 @@ def test_gradient_accumulation_makes_the_updates_of_the_big_batch(kind):
 def test_gradient_accumulation_with_several_critic_updates_is_refused():
     learn = tiny('pix2pix', trainer_kwargs=dict(n_critic=2))
     with pytest.raises(ValueError, match='n_critic=2'): quiet_fit(learn, cbs=GradientAccumulation(4))
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_gradient_accumulation_with_lazy_r1_is_refused(kind):
+    "R1/R2 steps of their own would land in the middle of an accumulated sum: the fit refuses at its start"
+    learn = tiny(kind, trainer_kwargs=dict(r1_gamma=1.))
+    with pytest.raises(ValueError, match='R1/R2'): quiet_fit(learn, cbs=GradientAccumulation(4))
 
 @pytest.mark.parametrize('kind', KINDS)
 def test_gradient_clip_holds_the_generator(kind):

@@ -30,6 +30,14 @@ def test_is_compiled():
     m.compile()   # in place, compiled lazily at the first call
     assert I.is_compiled(m)
 
+def test_compiled_graphs_counts_compilations_and_recompilations():
+    m, n = nn.Linear(2, 2), I.compiled_graphs()
+    m.compile(backend='eager', dynamic=False)
+    m(torch.ones(1, 2)); m(torch.ones(1, 2))
+    assert I.compiled_graphs() == n + 1   # compiled once, then reused
+    m(torch.ones(3, 2))                   # another shape: a recompilation
+    assert I.compiled_graphs() == n + 2
+
 @pytest.mark.parametrize('bad', [False, True])
 def test_fused_adam_skips_on_found_inf(bad):
     p = nn.Parameter(torch.ones(3))

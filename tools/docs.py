@@ -18,7 +18,7 @@ sections = [
     ('pix2pixHD', ['*_pix2pixhd', '*_hd_models', '*_hd_losses', '*_labels']),
     ('Your own data', ['*_your_data', '03_data', '03a_images', '03b_samples', '03c_loader', '06_cli', '*_runs', '*_checks', '*_show', '*_loggers', '05_checkpoint', '*_safety', '*_interrupts']),
     ('Writing a trainer', ['*trainer*', '*writ*', '*guide*', '04a_gan', '*_discriminators', '*_steps', '*_precision', '*_guard', '*_loss_log', '*_test_time', '*_generator', '*_learner', '00_core', '*_optim', '*_progress']),
-    ('Better images', ['*_augment', '*_ema', '*_regularize']),
+    ('Better images', ['*_stabilizers', '*_augment', '*_ema', '*_regularize']),
     ('Metrics', ['10_metrics', '*_evaluation', '*_inception', '*_swd']),
     ('Deployment', ['11_interop', '*_model_folder', '*_state_dicts', '*_inference', '*app*', '*deploy*']),
     ('Distributed', ['12_distributed', '13_main']),

@@ -1,0 +1,250 @@
+"The stabilizers in the trainers: DiffAugment on what D sees (pairs sharing spatial draws), lazy R1/R2 steps, spectral norm, the EMA's skip flag, exact resume with options on, recipes."
+import warnings
+import pytest, torch
+from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, L
+import fastai.callback.progress  # Learner.no_bar
+from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF, init_weights
+from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_learner, pix2pix_adam
+from gan_callbacks.cyclegan import cyclegan_learner
+from gan_callbacks.cut import cut_learner
+from gan_callbacks.checkpoint import GANCheckpoint
+from gan_callbacks.ema import GeneratorEMA
+from gan_callbacks.regularize import r1_penalty, lazy_ratio
+from gan_callbacks.swd_metric import SWD
+from helpers import Interrupt, RandFlip, Unpaired, unpaired_resume_dls, run_gan
+
+ALL = dict(diffaugment='color,translation,cutout', r1_gamma=1., r2_gamma=0.5, reg_interval=2, spectral_norm=True)
+
+def paired_dls(n=16, bs=4, size=32, same=False, flip=True):
+    g = torch.Generator().manual_seed(0)
+    A = torch.rand(n, 3, size, size, generator=g) * 2 - 1
+    items = list(zip(A, A.clone() if same else -A.flip(-2)))
+    return DataLoaders.from_dsets(items, items[:4], bs=bs, after_batch=RandFlip() if flip else None, num_workers=0, device='cpu')
+
+def p2p(path='.', seed=0, cbs=None, dls=None, **trainer_kw):
+    "Tiny pix2pix (dropout on) under `seed`, D built at the first batch"
+    set_seed(seed)
+    G = UnetGenerator(num_downs=5, ngf=8, use_dropout=True)
+    return Learner(dls or paired_dls(), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                   cbs=[Pix2pixTrainer(PatchDiscriminator(6, ndf=8, n_layers=2), **trainer_kw)] + L(cbs), path=path)
+
+def quiet_fit(learn, n=1, lr=1e-3):
+    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+        warnings.simplefilter('ignore'); learn.fit(n, lr)
+
+def sd(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
+
+
+# --- DiffAugment: every input of D, the pair's spatial draws shared
+
+class SeenByD(Callback):
+    "Records every input of the trainer's discriminator in training"
+    order = -10
+    def before_fit(self):
+        self.seen = []
+        D = self.learn.pix2pix_trainer.discriminator
+        D.register_forward_pre_hook(lambda m, args: self.seen.append(args[0].detach().clone()) if self.training else None)
+
+def test_pix2pix_diffaugment_shares_spatial_draws_between_condition_and_image():
+    learn = p2p(dls=paired_dls(same=True, flip=False), cbs=SeenByD(), diffaugment='translation,cutout')
+    quiet_fit(learn)
+    seen = learn.seen_by_d.seen
+    assert len(seen) == 3 * 4   # D's fake, D's real, G's fake, in each of 4 iterations
+    real = seen[1::3]           # (A, B) with B == A: the same shift and hole in both halves
+    for x in real: assert torch.equal(x[:, :3], x[:, 3:])
+    holes = [(x == 0).all(1).flatten(1).any(1) for x in real]   # cutout zeroes every channel of a rectangle
+    assert all(h.all() for h in holes)
+    off = p2p(dls=paired_dls(same=True, flip=False), cbs=SeenByD())
+    quiet_fit(off)
+    assert not any((x == 0).all(1).any() for x in off.seen_by_d.seen[1::3])   # without the option D sees the images as they are
+
+def test_color_changes_the_image_only():
+    learn = p2p(dls=paired_dls(same=True, flip=False), cbs=SeenByD(), diffaugment='color')
+    quiet_fit(learn)
+    x = learn.seen_by_d.seen[1]
+    assert not torch.equal(x[:, :3], x[:, 3:])
+    assert {tuple(t.shape) for t in learn.seen_by_d.seen} == {tuple(x.shape)}
+
+
+# --- lazy R1: every k D steps, a separate step on k times the penalty, D's Adam adjusted
+
+def test_r1_every_k_d_steps_with_the_interval_as_scale():
+    k, gamma, calls = 3, 2., []
+    class Spy(Pix2pixTrainer):
+        def step_d(self, loss):
+            calls.append((self.learn.train_iter, loss.detach().clone(), self.stabilizers.lazy.n_steps))
+            if len(calls) >= 2 and calls[-2][0] == calls[-1][0]:   # the iteration's second D step: the penalty's
+                A, B = self.learn.xb[0], self.learn.yb[0]
+                calls[-1] += (r1_penalty(self.discriminator, B, cond=A, gamma=gamma).detach() * k,)
+            return super().step_d(loss)
+    set_seed(0)
+    learn = Learner(paired_dls(n=24), UnetGenerator(num_downs=5, ngf=8), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=Spy(PatchDiscriminator(6, ndf=8, n_layers=2), r1_gamma=gamma, reg_interval=k))
+    quiet_fit(learn)   # 6 iterations
+    per_iter = [sum(1 for c in calls if c[0] == i) for i in range(1, 7)]   # `train_iter` counts the iteration before `after_batch`
+    assert per_iter == [2, 1, 1, 2, 1, 1]
+    for c in calls:
+        if len(c) == 4: assert torch.allclose(c[1], c[3], rtol=1e-5)
+    assert sum(len(c) == 4 for c in calls) == 2
+    t, r = learn.spy, lazy_ratio(k)
+    h = t.d_opt.hypers[0]
+    assert abs(h['lr'] - 1e-3 * r) < 1e-12 and abs(h['mom'] - 0.5 ** r) < 1e-12 and abs(h['sqr_mom'] - 0.999 ** r) < 1e-12
+    assert t.state_dict()['lazy_reg'] == {'interval': k, 'n_steps': 6}
+
+def test_paper_options_leave_d_s_optimizer_and_state_as_they_were():
+    learn = p2p()
+    quiet_fit(learn)
+    t = learn.pix2pix_trainer
+    assert 'lazy_reg' not in t.state_dict() and t.d_opt.hypers[0]['sqr_mom'] == 0.999 and t.d_opt.hypers[0]['lr'] == 1e-3
+    assert not any(hasattr(m, 'weight_orig') for m in t.discriminator.modules())
+
+
+# --- spectral norm
+
+def test_spectral_norm_on_a_given_and_on_a_built_discriminator():
+    learn = p2p(spectral_norm=True)
+    quiet_fit(learn)
+    D = learn.pix2pix_trainer.discriminator
+    convs = [m for m in D.modules() if isinstance(m, torch.nn.Conv2d)]
+    assert convs and all(hasattr(m, 'weight_orig') for m in convs)
+    opt_params = {id(p) for pg in learn.pix2pix_trainer.d_opt.opt.param_groups for p in pg['params']}
+    assert opt_params == {id(p) for p in D.parameters()}
+    built = pix2pix_learner(paired_dls(), UnetGenerator(num_downs=5, ngf=8), trainer_kwargs=dict(spectral_norm=True))
+    quiet_fit(built)
+    assert all(hasattr(m, 'weight_orig') for m in built.pix2pix_trainer.discriminator.modules() if isinstance(m, torch.nn.Conv2d))
+
+
+# --- EMA: a skipped iteration leaves the average alone
+
+class InjectNaN(Callback):
+    order = -5
+    def __init__(self, its): self.its = set(its)
+    def before_batch(self):
+        if self.training and self.learn.train_iter in self.its: self.learn.xb = (self.xb[0] * float('nan'),)
+
+class Averages(Callback):
+    order = 30   # after `GeneratorEMA`
+    def before_fit(self): self.got = []
+    def after_batch(self):
+        if self.training: self.got.append([e.clone() for e in self.learn.generator_ema.averages])
+
+def test_ema_keeps_its_average_on_a_skipped_iteration():
+    learn = p2p(cbs=[InjectNaN([2]), GeneratorEMA(ema_kimg=0.01), av := Averages()])
+    quiet_fit(learn)
+    assert learn.pix2pix_trainer.n_skipped == 1
+    same = [all(torch.equal(a, b) for a, b in zip(x, y)) for x, y in zip(av.got, av.got[1:])]
+    assert same == [False, True, False]   # iteration 2 skipped: its average is iteration 1's
+
+
+# --- with every option on: short fits run, and an interrupted fit resumes exactly
+
+def test_pix2pix_with_every_option_resumes_bitwise(tmp_path):
+    ema = lambda: GeneratorEMA(ema_kimg=0.01, ema_rampup=0.5)
+    ref = p2p(tmp_path/'ref', cbs=ema(), **ALL)
+    run_gan(ref)
+    learn = p2p(tmp_path, cbs=[ema(), GANCheckpoint(), Interrupt(epoch=1, batch=2)], **ALL)
+    with pytest.raises(KeyboardInterrupt): run_gan(learn)
+    resumed = p2p(tmp_path, seed=1234, cbs=[ema(), GANCheckpoint(resume=True)], **ALL)
+    run_gan(resumed)
+    t, t0 = resumed.pix2pix_trainer, ref.pix2pix_trainer
+    for a, b in ((resumed.model, ref.model), (t.discriminator, t0.discriminator)):
+        x, y = sd(a), sd(b)
+        assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    assert str(t.d_opt.state_dict()) == str(t0.d_opt.state_dict()) and str(resumed.opt.state_dict()) == str(ref.opt.state_dict())
+    assert t.state_dict()['lazy_reg'] == t0.state_dict()['lazy_reg'] == {'interval': 2, 'n_steps': 12}
+    assert all(torch.equal(a, b) for a, b in zip(resumed.generator_ema.averages, ref.generator_ema.averages))
+    assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
+
+def cyc(path, seed=0, cbs=None, recipe='paper', **kw):
+    set_seed(seed)
+    torch.manual_seed(1)
+    nets = (ResnetGenerator(3, 3, ngf=4, n_blocks=1), ResnetGenerator(3, 3, ngf=4, n_blocks=1),
+            PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance'), PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance'))
+    return cyclegan_learner(unpaired_resume_dls(), *nets, pool_size=3, cbs=cbs, path=path, recipe=recipe, trainer_kwargs=kw)
+
+def test_cyclegan_modern_recipe_resumes_bitwise(tmp_path):
+    ref = cyc(tmp_path/'ref', recipe='modern', r2_gamma=0.5, reg_interval=2, spectral_norm=True)
+    assert isinstance(ref.generator_ema, GeneratorEMA) and ref.cycle_gan_trainer.stabilizers.diffaugment
+    run_gan(ref)
+    learn = cyc(tmp_path, recipe='modern', r2_gamma=0.5, reg_interval=2, spectral_norm=True, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)])
+    with pytest.raises(KeyboardInterrupt): run_gan(learn)
+    resumed = cyc(tmp_path, seed=99, recipe='modern', r2_gamma=0.5, reg_interval=2, spectral_norm=True, cbs=GANCheckpoint(resume=True))
+    run_gan(resumed)
+    t, t0 = resumed.cycle_gan_trainer, ref.cycle_gan_trainer
+    for a, b in ((resumed.model, ref.model), (t.d_a, t0.d_a), (t.d_b, t0.d_b)):
+        x, y = sd(a), sd(b)
+        assert all(torch.equal(x[k], y[k]) for k in x)
+    assert all(torch.equal(a, b) for a, b in zip(resumed.generator_ema.averages, ref.generator_ema.averages))
+    assert t.state_dict()['lazy_reg']['n_steps'] == 12
+
+def test_cut_with_every_option_and_an_swd_column_fits():
+    set_seed(0)
+    G = init_weights(ResnetGenerator(ngf=4, n_blocks=1, antialias=True, antialias_up=True), 'xavier', 0.5)
+    D = init_weights(PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance', antialias=True), 'xavier', 0.5)
+    learn = cut_learner(unpaired_resume_dls(), G, D, recipe='modern', metrics=SWD(),
+                        trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=16, r2_gamma=0.5, reg_interval=2, spectral_norm=True))
+    quiet_fit(learn, 2)
+    assert learn.cut_trainer.state_dict()['lazy_reg']['n_steps'] == 8 and learn.cut_trainer.n_skipped == 0
+    swd = [v[learn.recorder.metric_names.index('swd') - 1] for v in learn.recorder.values]
+    assert len(swd) == 2 and all(s > 0 for s in swd)
+
+def test_recipe_paper_is_the_learner_without_options():
+    learn = pix2pix_learner(paired_dls(), UnetGenerator(num_downs=5, ngf=8))
+    t = learn.pix2pix_trainer
+    assert t.stabilizers.lazy is None and not t.stabilizers.diffaugment and not t.spectral_norm
+    assert not any(isinstance(cb, GeneratorEMA) for cb in learn.cbs)
+    with pytest.raises(ValueError, match="recipe must be one of 'paper', 'modern'"): pix2pix_learner(paired_dls(), recipe='2024')
+
+
+# --- the command line
+
+def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path):
+    import json, csv
+    from fastai.learner import load_learner
+    from gan_callbacks.cli import main
+    from gan_callbacks.samples import sample_pairs
+    data = sample_pairs(tmp_path/'sample', n_train=8, n_valid=2, size=32)
+    out = tmp_path/'run'
+    main([str(a) for a in ['train', '--data', data, '--out', out, '--epochs', 1, '--epochs-decay', 1, '--bs', 4, '--load-size', 36,
+                           '--crop-size', 32, '--ngf', 8, '--lr', 1e-3, '--n-samples', 2, '--recipe', 'modern', '--spectral-norm',
+                           '--reg-interval', 2, '--keep-best', 'swd']])
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    assert len(rows) == 2 and all(float(r['swd']) > 0 for r in rows)
+    s = json.loads((out/'summary.json').read_text())
+    assert s['best']['metric'] == 'swd' and s['best']['score'] == min(float(r['swd']) for r in rows)
+    learn = load_learner(out/'generator.pkl', cpu=True)
+    ema = next(cb for cb in learn.cbs if isinstance(cb, GeneratorEMA))
+    assert all(torch.equal(p, e) for p, e in zip(learn.model.parameters(), ema.averages))   # the written generator is the average
+    assert (out/'best_generator.pkl').exists()
+
+
+def test_keep_best_keeps_the_average_and_resumes_as_uninterrupted(tmp_path):
+    "With a moving average, the best weights are the average's, also when the best epoch is the checkpoint's own"
+    import numpy as np
+    from fastai.metrics import ValueMetric
+    from gan_callbacks.loggers import KeepBest
+    from gan_callbacks.ema import averaged
+    scores = [0.5, 0.3, 0.6, 0.4]
+    seen = {}
+    class AtBest(Callback):
+        order = 70   # after `KeepBest`: the average at the best epoch, by hand
+        def after_epoch(self):
+            if self.epoch == 1:
+                seen['trained'] = sd(self.learn.model)
+                with averaged(self.learn) as m: seen[self.learn.path] = sd(m)
+    def fit(path, interrupt=None, resume=False):
+        learn = p2p(path, cbs=[GeneratorEMA(ema_kimg=0.01), AtBest()])
+        learn.metrics = [ValueMetric(lambda: scores[learn.epoch], 'score')]
+        keep = KeepBest('score', comp=np.less)
+        cbs = [GANCheckpoint(resume=resume), keep] + ([Interrupt(epoch=interrupt, batch=1)] if interrupt is not None else [])
+        with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+            warnings.simplefilter('ignore'); learn.fit(4, 1e-3, cbs=cbs)
+        return learn, keep
+    ref, keep0 = fit(tmp_path/'ref')
+    assert keep0.best_epoch == 1
+    avg = seen[ref.path]
+    assert all(torch.equal(keep0.best_state[k], avg[k].cpu()) for k in avg)
+    assert not all(torch.equal(keep0.best_state[k], v) for k, v in seen['trained'].items())   # not the training weights
+    with pytest.raises(KeyboardInterrupt): fit(tmp_path/'cut', interrupt=2)
+    _, keep = fit(tmp_path/'cut', resume=True)   # resumed from epoch 1, the best
+    assert keep.best_epoch == 1 and all(torch.equal(keep.best_state[k], keep0.best_state[k]) for k in avg)
