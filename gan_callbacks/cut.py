@@ -18,7 +18,7 @@ from .guard import norm_stats, restore_if
 from .steps import follow_schedule, learner_device, state_or_none
 from .internals import in_lr_find, predicting, is_tensorboard_callback
 from .test_time import to_multiple, from_multiple
-from .learner import gan_learner
+from .learner import gan_learner, trainer_options
 from .stabilizers import with_recipe
 from .distributed import unwrap, share_module
 from .data import unpaired_batch, domain_channels
@@ -207,10 +207,12 @@ def _drop_mlps(F:PatchSampleF):
 
 # %% ../nbs/14_cut.ipynb #52767ca1
 def cut_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, sampler:PatchSampleF|None=None,
-                mode:str='cut', opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
+                opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
     "A `Learner` with the reference's CUT (or FastCUT) defaults: anti-aliased ResNet-9 G and PatchGAN D, instance norm, xavier init, lsgan, Adam(0.5, 0.999); `recipe` (see `stabilizers`)"
+    # `kwargs` naming `CUTTrainer` options (`mode`: 'cut' or 'fastcut', `lambda_nce`, ...) go to the trainer, the rest to the `Learner`
+    trainer_kwargs, kwargs = trainer_options(CUTTrainer, kwargs, trainer_kwargs)
     trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
-    trainer = CUTTrainer(discriminator, sampler, mode=mode, **trainer_kwargs)
+    trainer = CUTTrainer(discriminator, sampler, **trainer_kwargs)
     a, b = domain_channels(dls, 'cut_learner')
     if a != b: raise ValueError(_same_ch.format(a, b))
     generator = generator or init_weights(ResnetGenerator(a, a, antialias=True, antialias_up=True), 'xavier')

@@ -20,7 +20,7 @@ from .guard import norm_stats, restore_if
 from .steps import learner_device
 from .internals import predicting, is_tensorboard_callback
 from .test_time import to_multiple, from_multiple, check_image_range
-from .learner import gan_learner
+from .learner import gan_learner, trainer_options
 from .stabilizers import with_recipe
 from .distributed import unwrap
 from .data import unpaired_batch, domain_channels
@@ -199,16 +199,17 @@ class CycleGANTrainer(AdversarialTrainer):
 
 # %% ../nbs/07_cyclegan.ipynb #5098470e
 def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:nn.Module|None=None, d_b:nn.Module|None=None,
-                     gan_mode:str='lsgan', lambda_a:float=10., lambda_b:float=10., lambda_idt:float=0.5, pool_size:int=50,
                      opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
     "A `Learner` with CycleGAN's defaults: ResNet-9 generators, PatchGAN discriminators, instance norm, lsgan, Adam(0.5, 0.999); `recipe` (see `stabilizers`) 'paper' or 'modern'"
+    # `kwargs` naming `CycleGANTrainer` options (`gan_mode`, `lambda_a`, `lambda_idt`, `pool_size`, ...) go to the trainer, the rest to the `Learner`
+    trainer_kwargs, kwargs = trainer_options(CycleGANTrainer, kwargs, trainer_kwargs)
+    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
+    trainer = CycleGANTrainer(d_a, d_b, **trainer_kwargs)
+    lambda_idt = trainer.lambda_idt
     if g_a is None or g_b is None or lambda_idt > 0:
         a, b = domain_channels(dls, 'cyclegan_learner')
         if lambda_idt > 0 and a != b:
             raise ValueError(f"The identity loss needs domains A and B with the same number of channels, got {a} and {b}: set lambda_idt=0")
         g_a, g_b = g_a or ResnetGenerator(a, b), g_b or ResnetGenerator(b, a)
-    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
-    trainer = CycleGANTrainer(d_a, d_b, gan_mode=gan_mode, lambda_a=lambda_a, lambda_b=lambda_b, lambda_idt=lambda_idt,
-                              pool_size=pool_size, **trainer_kwargs)
     model = CycleGANModel(g_a, g_b, identity=lambda_idt > 0)
     return gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

@@ -4,7 +4,7 @@
 
 # %% ../nbs/04d_learner.ipynb #5d232fe9
 from __future__ import annotations
-import warnings
+import inspect, warnings
 import torch
 from torch.serialization import DEFAULT_PROTOCOL
 from fastcore.basics import PrettyString
@@ -94,6 +94,11 @@ FastaiEvents.learner_class = AdversarialLearner   # a plain `Learner` with a tra
 
 
 # %% ../nbs/04d_learner.ipynb #99b35ca0
+def trainer_options(trainer_cls, kwargs:dict, trainer_kwargs:dict|None=None):
+    "Split a learner function's `kwargs`: those naming options of `trainer_cls` (added to `trainer_kwargs`) for the trainer, the rest for the `Learner`"
+    names = inspect.signature(trainer_cls).parameters
+    return {**(trainer_kwargs or {}), **{k: kwargs.pop(k) for k in list(kwargs) if k in names}}, kwargs
+
 def gan_learner(dls, model, trainer, cbs=None, **kwargs):
     "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"
     cbs = L(cbs) + trainer

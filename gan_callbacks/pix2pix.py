@@ -20,7 +20,7 @@ from .gan import AdversarialTrainer
 from .guard import NonFiniteError, norm_stats
 from .internals import predicting
 from .test_time import paper_test_mode, to_multiple, from_multiple, check_image_range
-from .learner import gan_learner
+from .learner import gan_learner, trainer_options
 from .stabilizers import with_recipe
 from .distributed import unwrap
 from .data import domain_channels
@@ -115,9 +115,11 @@ def unet_depth(size:int, max_downs:int=8):
     while n < max_downs and size % 2**(n+1) == 0: n += 1
     return n
 
-def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, gan_mode:str='vanilla',
-                    lambda_l1:float=100., opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
+def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None, opt_func=pix2pix_adam, loss_func=None,
+                    cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
     "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size and the data's channels, PatchGAN D, Adam(0.5, 0.999), L1 as loss; `recipe` (see `stabilizers`) 'paper' or 'modern'"
+    # `kwargs` naming `Pix2pixTrainer` options (`gan_mode`, `lambda_l1`, ...) go to the trainer, at its defaults unless given; the rest to the `Learner`
+    trainer_kwargs, kwargs = trainer_options(Pix2pixTrainer, kwargs, trainer_kwargs)
     if generator is None:
         size = getattr(dls, 'crop_size', None) or dls.one_batch()[0].shape[-2:]
         depth = min(unet_depth(s) for s in L(size))
@@ -125,7 +127,7 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
                                        "pick another crop size or pass a `generator`")
         generator = UnetGenerator(*domain_channels(dls, 'pix2pix_learner'), num_downs=depth)   # the data's channels: grayscale, RGB, ...
     trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
-    trainer = Pix2pixTrainer(discriminator, gan_mode=gan_mode, lambda_l1=lambda_l1, **trainer_kwargs)
+    trainer = Pix2pixTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
 def pix2pix_schedule(lr:float, n_epochs:int, n_epochs_decay:int):

@@ -395,3 +395,18 @@ def test_host_reads_per_batch():
     theirs = lambda dls, G, D: Learner(dls, G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=Pix2pixTrainer(D))
     t8, t4 = _host_reads(8, theirs), _host_reads(4, theirs)
     assert t8['other'] - t4['other'] == 4 and t8['library'] == t4['library']
+
+def test_learner_functions_state_no_trainer_default(tmp_path):
+    "Each learner function states none of its trainer's options: they reach the trainer at its defaults, or as given by keyword"
+    import inspect
+    from gan_callbacks.cyclegan import cyclegan_learner, CycleGANTrainer
+    from gan_callbacks.cut import cut_learner, CUTTrainer
+    from gan_callbacks.gan import find_trainer
+    nets_ = {'discriminator', 'd_a', 'd_b', 'sampler', 'kwargs'}   # the networks a learner function passes on as given
+    for fn, cls in ((pix2pix_learner, Pix2pixTrainer), (cyclegan_learner, CycleGANTrainer), (cut_learner, CUTTrainer)):
+        assert not (set(inspect.signature(fn).parameters) & set(inspect.signature(cls).parameters)) - nets_, fn.__name__
+    G, D = nets()
+    learn = pix2pix_learner(make_dls(batches(n=1)), G, D, gan_mode='lsgan', lambda_l1=7., path=tmp_path)
+    t, default = find_trainer(learn), Pix2pixTrainer()
+    assert (t.gan_mode, t.lambda_l1, learn.path) == ('lsgan', 7., tmp_path)
+    assert find_trainer(pix2pix_learner(make_dls(batches(n=1)), G, D)).lambda_l1 == default.lambda_l1
