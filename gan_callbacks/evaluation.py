@@ -20,6 +20,7 @@ from .show import image_grid
 from .metrics import image_scores, image_features, frechet_distance, feature_stats, kernel_distance
 from .inception import fid_inception
 from .swd_metric import swd
+from .safety import atomic_write
 
 # %% auto #0
 __all__ = ['translate_all', 'evaluate', 'format_summary']
@@ -61,13 +62,16 @@ def _best_worst(x, out, y, ssims, n, fn):
     "Grid of the `n` best then the `n` worst translations by SSIM, rows of input | output | target"
     order = np.argsort(-ssims)
     idx = list(order[:n]) + [i for i in order[::-1][:n][::-1] if i not in order[:n]]
-    image_grid([[x[i], out[i], y[i]] for i in idx], pad=1, border=1).save(fn)
+    grid = image_grid([[x[i], out[i], y[i]] for i in idx], pad=1, border=1)
+    atomic_write(fn, lambda tmp: grid.save(tmp, format='png'))
     return [int(i) for i in idx]
 
 def _write_csv(fn, names, scores):
-    with open(fn, 'w', newline='') as f:
-        w = csv.writer(f); w.writerow(['image', *scores])
-        for i, n in enumerate(names): w.writerow([n, *(f'{v[i]:.6f}' for v in scores.values())])
+    def write(tmp):
+        with open(tmp, 'w', newline='') as f:
+            w = csv.writer(f); w.writerow(['image', *scores])
+            for i, n in enumerate(names): w.writerow([n, *(f'{v[i]:.6f}' for v in scores.values())])
+    atomic_write(fn, write)
 
 def _name(item): return Path(item[0] if isinstance(item, tuple) else item).name
 
@@ -98,7 +102,7 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
     shown = _best_worst(x, fake, y, scores['ssim'], n_show, out/'best_worst.png')
     summary.update(data=str(folder), best=[names[i] for i in shown[:n_show]], worst=[names[i] for i in shown[n_show:]],
                    seconds=round(time.time() - t0, 2))
-    (out/'summary.json').write_text(json.dumps(summary, indent=2))
+    atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     if not quiet: print(format_summary(summary, out))
     return summary
 

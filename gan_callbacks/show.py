@@ -14,6 +14,7 @@ from .gan import find_trainer, direct_trackers
 from .inference import to_pil, translate_batch
 from .distributed import rank_distrib
 from .ema import averaged
+from .safety import atomic_write
 
 # %% auto #0
 __all__ = ['three_channels', 'display_scale', 'image_grid', 'SampleGrid', 'plot_training', 'MappingL1', 'CycleGANGrid']
@@ -80,8 +81,9 @@ class SampleGrid(Callback):
             return
         with averaged(self.learn): out = self.predict()   # the generator's moving average, if the Learner keeps one
         if rank_distrib(): return   # every process predicts (collectives stay in step), rank 0 writes
-        image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=self.labels,
-                   title=self.title(), scale=display_scale(self.x.shape[-2], self.size)).save(fn)
+        grid = image_grid([[a, o, b] for a, o, b in zip(self.x, out, self.y)], labels=self.labels,
+                          title=self.title(), scale=display_scale(self.x.shape[-2], self.size))
+        atomic_write(fn, lambda tmp: grid.save(tmp, format='png'))   # a full disk leaves no half picture
         self.files.append(fn)
 
 # %% ../nbs/05b_show.ipynb #36bf2fa7
@@ -105,7 +107,8 @@ def plot_training(learn, fname=None):
             ax.set_ylabel(dict(psnr='PSNR (dB)', ssim='SSIM')[n], color=f'C{i}')
         axs[3].set_xlabel('epoch'); axs[3].set_title('validation ' + ' and '.join(n.upper() for n in scores))
     fig.tight_layout()
-    if fname is not None: fig.savefig(fname, dpi=80); plt.close(fig)
+    if fname is not None:
+        atomic_write(fname, lambda tmp: fig.savefig(tmp, dpi=80, format=Path(fname).suffix[1:] or 'png')); plt.close(fig)
     return fig
 
 # %% ../nbs/05b_show.ipynb #4112914b

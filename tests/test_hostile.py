@@ -138,6 +138,20 @@ def test_full_disk_while_onnx_is_exported(trained, tmp_path, monkeypatch, capsys
     assert one_line(capsys.readouterr().err).startswith(f"gan_callbacks export: error: Cannot write {tmp_path/'g.onnx'}: No space left on device")
     assert (tmp_path/'g.onnx').read_bytes() == b'an earlier export' and [f.name for f in tmp_path.iterdir()] == ['g.onnx']
 
+def test_full_disk_while_the_loss_plot_is_written(tmp_path, monkeypatch):
+    "The loss plot (as the sample grids and the evaluation's files) is written whole or not at all: an earlier file stays, no temporary file is left"
+    import matplotlib.figure
+    from helpers import batches, paired_dls, pix2pix_nets, fit
+    from gan_callbacks.pix2pix import pix2pix_learner
+    from gan_callbacks.show import plot_training
+    learn = pix2pix_learner(paired_dls(batches(n=2)), *pix2pix_nets())
+    fit(learn)
+    (tmp_path/'losses.png').write_bytes(b'an earlier plot')
+    monkeypatch.setattr(matplotlib.figure.Figure, 'savefig', lambda self, fn, **kw: half_write(fn, OSError(28, 'No space left on device')))
+    with pytest.raises(CheckpointWriteError, match=f"^Cannot write {tmp_path/'losses.png'}: No space left on device"):
+        plot_training(learn, tmp_path/'losses.png')
+    assert (tmp_path/'losses.png').read_bytes() == b'an earlier plot' and [p.name for p in tmp_path.iterdir()] == ['losses.png']
+
 def test_a_file_size_limit_while_exporting_is_one_line(trained, tmp_path):
     "A real write error from the safetensors writer (a file-size limit stands in for a full disk): one line, exit 2, the folder as it was"
     folder = tmp_path/'generator'
