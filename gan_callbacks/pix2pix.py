@@ -28,8 +28,8 @@ from .data import domain_channels
 _all_ = ['pix2pix_adam', 'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']   # at home in `optim`, `generator`, `gan` and `progress`, used with pix2pix
 
 # %% auto #0
-__all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule', 'pix2pix_adam', 'paper_test_mode',
-           'NonFiniteError', 'SyncFreeProgressCallback']
+__all__ = ['PairedTrainer', 'Pix2pixTrainer', 'unet_depth', 'pix2pix_learner', 'pix2pix_schedule', 'pix2pix_adam',
+           'paper_test_mode', 'NonFiniteError', 'SyncFreeProgressCallback']
 
 # %% ../nbs/04_pix2pix.ipynb #aef0147c
 def _check_d_channels(D, A, B):
@@ -40,8 +40,31 @@ def _check_d_channels(D, A, B):
                          f"it sees the input ({A.shape[1]} channels) and the target ({B.shape[1]}) concatenated")
 
 # %% ../nbs/04_pix2pix.ipynb #c0cfb953
+class PairedTrainer(AdversarialTrainer):
+    "The paired trainers' batches (pix2pix, pix2pixHD): the targets' range checked once a fit, any size in `get_preds`, fastai's loss in float32"
+    def on_train_begin(self, **kwargs):
+        "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
+        self._range_checked = False
+        super().on_train_begin(**kwargs)
+
+    def on_batch_begin(self, last_input, last_target, train, **kwargs):
+        "Once a fit, check the targets' range; in `get_preds`, G takes any size; then autocast"
+        if train and not self._range_checked:
+            self._range_checked = True
+            check_image_range(self.learn.model, last_target)
+        self._size = None
+        if not train and predicting(self.learn):
+            last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
+        return super().on_batch_begin(last_input, last_target, train, **kwargs)
+
+    def on_loss_begin(self, last_output, **kwargs):
+        "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
+        self.leave_autocast()
+        out = from_multiple(last_output.float() if self.precision.dtype else last_output, self._size)
+        return None if out is last_output else {'last_output': out}
+
 @delegates()
-class Pix2pixTrainer(AdversarialTrainer):
+class Pix2pixTrainer(PairedTrainer):
     "Pix2pix: per training batch one D update then one G update; G is the Learner's model and `learn.opt` steps it"
     d_names, g_cols, d_cols = ('discriminator',), ('g_gan', 'g_l1'), ('d_real', 'd_fake')
     def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` fitted to the data
@@ -60,29 +83,16 @@ class Pix2pixTrainer(AdversarialTrainer):
         return self.setup_discriminators({'discriminator': in_ch})['discriminator']
 
     def on_train_begin(self, **kwargs):
-        "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
-        self._range_checked = False
+        "The paired set-up (see `PairedTrainer`); several D updates per batch do not accumulate"
         super().on_train_begin(**kwargs)
         if self.n_critic > 1 and self.accumulation.active:
             raise ValueError(f"Pix2pixTrainer cannot accumulate gradients (fastai's GradientAccumulation) over n_critic={self.n_critic} "
                              "discriminator updates per batch: use n_critic=1 or remove GradientAccumulation")
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Check that D takes A and B together (and, once a fit, the targets' range); in `get_preds`, G takes any size; then autocast"
+        "Check that D takes A and B together, then the paired checks and autocast (see `PairedTrainer`)"
         if train: _check_d_channels(self.discriminator, last_input, last_target)
-        if train and not self._range_checked:
-            self._range_checked = True
-            check_image_range(self.learn.model, last_target)
-        self._size = None
-        if not train and predicting(self.learn):
-            last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
         return super().on_batch_begin(last_input, last_target, train, **kwargs)
-
-    def on_loss_begin(self, last_output, **kwargs):
-        "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
-        self.leave_autocast()
-        out = from_multiple(last_output.float() if self.precision.dtype else last_output, self._size)
-        return None if out is last_output else {'last_output': out}
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pix iteration: D update on (A, fake.detach()) and (A, B), then G update through the updated D"

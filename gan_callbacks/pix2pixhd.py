@@ -17,11 +17,9 @@ from .hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
 from .hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGGLoss, VGG19Features, vgg19_file
 from .cyclegan import ImagePool
 from .optim import pix2pix_adam
-from .gan import AdversarialTrainer
+from .pix2pix import PairedTrainer
 from .guard import norm_stats
 from .steps import learner_device
-from .internals import predicting
-from .test_time import to_multiple, from_multiple, check_image_range
 from .learner import gan_learner
 from .distributed import unwrap
 
@@ -42,7 +40,7 @@ def _vgg_net(vgg):
     return VGG19Features.from_file(vgg)
 
 @delegates()
-class Pix2pixHDTrainer(AdversarialTrainer):
+class Pix2pixHDTrainer(PairedTrainer):
     "pix2pixHD: one G forward, then G's step and D's from it (G first); multi-scale LSGAN, feature matching and VGG terms"
     name = 'pix2pixhd_trainer'
     d_names, d_cols = ('discriminator',), ('d_real', 'd_fake')
@@ -67,8 +65,7 @@ class Pix2pixHDTrainer(AdversarialTrainer):
         return MultiscaleDiscriminator(in_ch, self.ndf, self.n_layers_D, self.norm, self.num_D, get_interm_feat=self.feat_match)
 
     def on_train_begin(self, **kwargs):
-        "The common set-up (see `AdversarialTrainer`); VGG on the device; the fit's first targets are to be checked"
-        self._range_checked = False
+        "The paired set-up (see `PairedTrainer`), VGG on the device"
         if self.vgg_loss is not None: self.vgg_loss.to(learner_device(self.learn)).eval()
         super().on_train_begin(**kwargs)
 
@@ -79,22 +76,6 @@ class Pix2pixHDTrainer(AdversarialTrainer):
         if not hasattr(G, 'train_global'): raise ValueError(f"niter_fix_global needs a `LocalEnhancer`, the Learner's model is a {type(G).__name__}")
         G.train_global(epoch >= self.niter_fix_global)
         if epoch == self.niter_fix_global and self.learn.opt is not None: self.learn.opt.clear_state()   # the reference's new Adam
-
-    def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Once a fit, check the targets' range; in `get_preds`, G takes any size; then autocast"
-        if train and not self._range_checked:
-            self._range_checked = True
-            check_image_range(self.learn.model, last_target)
-        self._size = None
-        if not train and predicting(self.learn):
-            last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
-        return super().on_batch_begin(last_input, last_target, train, **kwargs)
-
-    def on_loss_begin(self, last_output, **kwargs):
-        "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
-        self.leave_autocast()
-        out = from_multiple(last_output.float() if self.precision.dtype else last_output, self._size)
-        return None if out is last_output else {'last_output': out}
 
     def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
         "The pix2pixHD iteration: D's predictions of the (pooled) fake, the real and the fake; G's step, then D's"
