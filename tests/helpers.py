@@ -211,3 +211,11 @@ def cyclegan_resume_learner(path, seed=0, cbs=None):
     dls = unpaired_resume_dls()
     GA, GB, DA, DB = cyclegan_nets(seed)
     return cyclegan_learner(dls, GA, GB, DA, DB, pool_size=3, cbs=cbs, path=path)
+
+def one_line(err):
+    "The one line a command printed to stderr (warnings aside)"
+    lines = [l for l in err.strip().splitlines() if l.startswith('gan_callbacks ')]
+    assert len(lines) == 1 and 'Traceback' not in err, err
+    return lines[0]
+
+TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]   # a one-epoch pix2pix run of the command line on `tiny`

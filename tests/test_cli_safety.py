@@ -4,23 +4,10 @@ from pathlib import Path
 import pytest, torch
 from gan_callbacks.cli import main
 from gan_callbacks.samples import sample_pairs
-from helpers import default_signals, wait_for, run_cli as run
+from helpers import default_signals, wait_for, run_cli as run, one_line, TINY
 
 EXE = str(Path(sys.executable).parent/'gan_callbacks')
 
-def one_line(err):
-    "The one line a command printed to stderr (warnings aside)"
-    lines = [l for l in err.strip().splitlines() if l.startswith('gan_callbacks ')]
-    assert len(lines) == 1 and 'Traceback' not in err, err
-    return lines[0]
-
-TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]
-
-@pytest.fixture(scope='module')
-def trained(tiny, tmp_path_factory):
-    out = tmp_path_factory.mktemp('run')
-    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 0
-    return out
 
 
 # --- translate: the output never replaces an input

@@ -10,28 +10,8 @@ from gan_callbacks.models import ResnetGenerator
 from gan_callbacks.model_folder import write_model_folder
 from gan_callbacks.interop import load_generator
 from gan_callbacks.safety import CheckpointWriteError
+from helpers import run_cli as run, one_line, TINY
 
-def run(argv):
-    try: main([str(a) for a in argv]); return 0
-    except SystemExit as e: return e.code
-
-def one_line(err):
-    "The one line a command printed to stderr (warnings aside)"
-    lines = [l for l in err.strip().splitlines() if l.startswith('gan_callbacks ')]
-    assert len(lines) == 1 and 'Traceback' not in err, err
-    return lines[0]
-
-TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]
-
-@pytest.fixture(scope='module')
-def tiny(tmp_path_factory):
-    return sample_pairs(tmp_path_factory.mktemp('home')/'sample', n_train=8, n_valid=2, size=32)
-
-@pytest.fixture(scope='module')
-def trained(tiny, tmp_path_factory):
-    out = tmp_path_factory.mktemp('run')
-    assert run(['train', '--data', tiny, '--out', out, *TINY]) == 0
-    return out
 
 LIMITED = '''
 import contextlib, io, json, resource, sys
