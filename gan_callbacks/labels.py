@@ -15,6 +15,7 @@ from fastai.vision.all import *
 from .loader import Pix2pixDL, loader_defaults
 from .data import Pix2pixDataLoaders, IntToSignedFloat
 from .samples import sample_pairs, gan_callbacks_home
+from .images import open_image
 
 # %% auto #0
 __all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'colour_labels', 'LabelMapFile', 'PhotoFile',
@@ -54,7 +55,7 @@ def colour_labels(x:torch.Tensor, label_nc:int) -> torch.Tensor:
 def _read_ids(fn, what:str, label_nc:int|None=None):
     "The integer ids of single-channel PNG `fn` as an (H, W) int32 array, checked"
     try:
-        with Image.open(fn) as im: a = np.array(im)
+        a = np.array(open_image(fn, None))   # the pixel limit checked from the header first
     except Exception as e: raise OSError(f"Cannot read {what} {fn}: {e}") from e
     if a.ndim != 2: raise ValueError(f"{what} {fn} has {a.shape[-1]} channels: expected one channel of integer ids (a gray or palette PNG)")
     if label_nc is not None and a.max(initial=0) >= label_nc:
@@ -77,7 +78,7 @@ class PhotoFile(ItemTransform):
     _retain = False
     def __init__(self, i:int=2): super().__init__(); self.i = i
     def encodes(self, o):
-        try: im = Image.open(o[self.i]).convert('RGB')
+        try: im = open_image(o[self.i])
         except Exception as e: raise OSError(f"Cannot read image {o[self.i]}: {e}") from e
         return TensorImage(torch.from_numpy(np.array(im)).permute(2, 0, 1))
 

@@ -11,6 +11,7 @@ from torch import nn
 from fastcore.basics import store_attr
 from fastai.metrics import Metric
 from .inference import image_exts
+from .images import open_image
 from .test_time import eval_mode
 from .inception import FIDInception, fid_weights_name, fid_weights_url, fid_weights_path, fid_inception
 _all_ = ['FIDInception', 'fid_weights_name', 'fid_weights_url', 'fid_weights_path', 'fid_inception']   # at home in `inception`
@@ -143,12 +144,11 @@ def kernel_distance(feats1, feats2, n_subsets:int=100, subset_size:int=1000, see
 # %% ../nbs/10_metrics.ipynb #2bd181b3
 def _folder_batches(folder, bs=16):
     "Images of `folder` as RGB batches in [-1, 1], consecutive images of one size together"
-    from PIL import Image
     fns = sorted(f for f in Path(folder).iterdir() if f.suffix.lower() in image_exts)
     if not fns: raise ValueError(f"No images ({', '.join(image_exts)}) in {folder}")
     batch = []
     for fn in fns:
-        with Image.open(fn) as im: a = torch.from_numpy(np.asarray(im.convert('RGB')).copy())
+        a = torch.from_numpy(np.asarray(open_image(fn)).copy())   # the pixel limit checked from the header first
         t = a.permute(2, 0, 1).float() / 127.5 - 1
         if batch and (len(batch) == bs or batch[0].shape != t.shape): yield torch.stack(batch); batch = []
         batch.append(t)

@@ -358,6 +358,20 @@ def test_max_pixels_is_one_limit_for_every_reader(trained, tiny, tmp_path, capsy
     os.environ.pop('GAN_CALLBACKS_MAX_PIXELS', None)
 
 
+def test_label_maps_and_photos_of_pix2pixhd_keep_the_pixel_limit(tmp_path):
+    "pix2pixHD's label maps and photos are read through the same header check as every other image"
+    from gan_callbacks.labels import LabelMapFile, PhotoFile
+    from gan_callbacks.images import ImageTooLarge, set_max_pixels
+    Image.fromarray(np.zeros((40, 50), np.uint8)).save(tmp_path/'l.png'); Image.new('RGB', (50, 40)).save(tmp_path/'p.png')
+    item = (tmp_path/'l.png', None, tmp_path/'p.png')
+    try:
+        set_max_pixels(1000)
+        for read in (LabelMapFile(3), PhotoFile(2)):
+            with pytest.raises(OSError, match='is 2,000 pixels, more than the limit of 1,000'): read(item)
+        set_max_pixels(2000)
+        assert LabelMapFile(3)(item).shape == (1, 40, 50) and PhotoFile(2)(item).shape == (3, 40, 50)
+    finally: os.environ.pop('GAN_CALLBACKS_MAX_PIXELS', None)
+
 # --- 6, 11. the app: a limit sized for memory, large uploads tiled, nothing left behind, no server paths in messages
 
 def test_the_app_limits_and_cleans_up(tmp_path, monkeypatch):
