@@ -290,7 +290,9 @@ def test_the_safety_notebook_passes_with_sigint_ignored():
     import signal
     root = Path(__file__).parents[1]
     assert (root/'nbs'/'05c_safety.ipynb').is_file()
-    p = subprocess.run([str(Path(sys.executable).parent/'nbdev_test'), '--path', str(root/'nbs'/'05c_safety.ipynb')], cwd=root,
+    exe = Path(sys.executable).parent/'nbdev_test'
+    if not exe.is_file(): pytest.skip("nbdev is not installed here: the notebooks run with the pinned stack (make test)")
+    p = subprocess.run([str(exe), '--path', str(root/'nbs'/'05c_safety.ipynb')], cwd=root,
                        capture_output=True, text=True, timeout=600, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
 
