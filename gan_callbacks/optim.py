@@ -58,7 +58,7 @@ def linear_decay_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
     return _sched
 
 @patch
-def fit_gan(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, **kwargs):
-    "Fit with the papers' schedule: constant `lr` for `n_epochs`, then linear decay over `n_epochs_decay`"
-    sched = ParamScheduler({'lr': linear_decay_schedule(lr, n_epochs, n_epochs_decay)})
+def fit_gan(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, schedule=linear_decay_schedule, **kwargs):
+    "Fit with the papers' schedule: constant `lr` for `n_epochs`, then linear decay over `n_epochs_decay` (`schedule(lr, n_epochs, n_epochs_decay)`)"
+    sched = ParamScheduler({'lr': schedule(lr, n_epochs, n_epochs_decay)})
     self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)

@@ -9,10 +9,8 @@ import torch
 from torch import nn
 from fastcore.basics import store_attr, patch
 from fastcore.meta import delegates
-from fastcore.foundation import L
 from fastai.learner import Learner
 from fastai.losses import L1LossFlat
-from fastai.callback.schedule import ParamScheduler
 from .hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
 from .hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGGLoss, VGG19Features, vgg19_file
 from .cyclegan import ImagePool
@@ -144,5 +142,4 @@ def pix2pixhd_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
 @patch
 def fit_pix2pixhd(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, **kwargs):
     "Fit with pix2pixHD's schedule (`pix2pixhd_schedule`): 100 epochs at 2e-4, then 100 decaying linearly"
-    sched = ParamScheduler({'lr': pix2pixhd_schedule(lr, n_epochs, n_epochs_decay)})
-    self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)
+    self.fit_gan(n_epochs, n_epochs_decay, lr, cbs, schedule=pix2pixhd_schedule, **kwargs)
