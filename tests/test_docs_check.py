@@ -46,12 +46,3 @@ def test_broken_link_script_error_and_external_request_rejected(tmp_path):
 
 def test_unbuilt_site_rejected(tmp_path):
     assert 'build the site first' in check(tmp_path, None, chromium)[0]
-
-def test_nav_reading_order():
-    "Notebooks go to their sections in reading order; a notebook no section names still gets a page"
-    pytest.importorskip('execnb', reason="tools/docs.py reads notebooks with execnb (the dev extra)")
-    from docs import make_nav
-    titles = {'07_cyclegan': 'CycleGAN', '04_pix2pix': 'Pix2pix', '14_cut': 'CUT', '17_your_data': 'Your data', '99_new': 'New'}
-    nav = make_nav(titles)
-    assert [list(o)[0] for o in nav] == ['Get started', 'pix2pix', 'CycleGAN', 'CUT', 'Your own data', 'More']
-    assert nav[0]['Get started'][0] == {'Home': 'index.md'} and nav[-1]['More'] == [{'New': '99_new.ipynb'}]

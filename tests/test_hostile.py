@@ -1,4 +1,4 @@
-"Hostile but realistic use: nothing already written is lost, no small file exhausts memory, every refusal is one line. Each case is a row of the table in nbs/05c_safety.ipynb."
+"Hostile but realistic use: nothing already written is lost, no small file exhausts memory, every refusal is one line. Each case is a row of the table in nbs/07f_safety.ipynb."
 import contextlib, io, json, os, resource, shutil, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
@@ -289,10 +289,10 @@ def test_an_untrusted_pth_points_at_trust_pickle(trained, tiny, tmp_path, capsys
 def test_the_safety_notebook_passes_with_sigint_ignored():
     import signal
     root = Path(__file__).parents[1]
-    assert (root/'nbs'/'05c_safety.ipynb').is_file()
+    assert (root/'nbs'/'07f_safety.ipynb').is_file()
     exe = Path(sys.executable).parent/'nbdev_test'
     if not exe.is_file(): pytest.skip("nbdev is not installed here: the notebooks run with the pinned stack (make test)")
-    p = subprocess.run([str(exe), '--path', str(root/'nbs'/'05c_safety.ipynb')], cwd=root,
+    p = subprocess.run([str(exe), '--path', str(root/'nbs'/'07f_safety.ipynb')], cwd=root,
                        capture_output=True, text=True, timeout=600, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
 
@@ -463,12 +463,12 @@ def test_no_16_bit_colour_png_is_written(tmp_path):
     write_image(tmp_path/'c.tif', torch.zeros(3, 4, 4), np.uint16); write_image(tmp_path/'g.png', torch.zeros(1, 4, 4), np.uint16)
 
 
-# --- the table of hostile cases in nbs/05c_safety.ipynb names these tests, and they exist
+# --- the table of hostile cases in nbs/07f_safety.ipynb names these tests, and they exist
 
 def test_the_safety_table_is_current():
     import re
     root = Path(__file__).parents[1]
-    cells = json.loads((root/'nbs'/'05c_safety.ipynb').read_text())['cells']
+    cells = json.loads((root/'nbs'/'07f_safety.ipynb').read_text())['cells']
     table = next(''.join(c['source']) for c in cells if c['cell_type'] == 'markdown' and '## Hostile use' in ''.join(c['source']))
     named = set(re.findall(r'`(test_\w+)::(test_\w+)`', table))
     assert named

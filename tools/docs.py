@@ -1,29 +1,28 @@
 """Build the documentation site into _docs/: README.md as the home page, every notebook of nbs/ as a page
 (prose, code, stored outputs), an API page per module (signatures and docstrings), in the order a reader needs."""
 import ast, os, re, shutil, subprocess, sys
-from fnmatch import fnmatch
 from pathlib import Path
 import yaml
 from execnb.nbio import read_nb, write_nb
 
 root = Path(__file__).resolve().parent.parent
 
-# Sections in reading order; each lists notebook name patterns, a notebook going to the first section that names it.
-# Notebooks no pattern names are kept too, under "More", so every notebook is a page.
+# Sections in reading order, by notebook number: the numbers are the reading order, so the navigation follows them.
+# A notebook whose number no section names is kept too, under "More", so every notebook is a page.
 sections = [
-    ('Get started', ['09_all']),
-    ('pix2pix', ['04_pix2pix', '01_models', '02_losses']),
-    ('CycleGAN', ['07_cyclegan']),
-    ('CUT', ['*_cut']),
-    ('pix2pixHD', ['*_pix2pixhd', '*_hd_models', '*_hd_losses', '*_labels']),
-    ('Your own data', ['*_your_data', '03_data', '03a_images', '03b_samples', '03c_loader', '06_cli', '*_runs', '*_checks', '*_show', '*_loggers', '05_checkpoint', '*_safety', '*_interrupts']),
-    ('Writing a trainer', ['*trainer*', '*writ*', '*guide*', '04a_gan', '*_discriminators', '*_steps', '*_precision', '*_guard', '*_loss_log', '*_test_time', '*_generator', '*_learner', '00_core', '*_optim', '*_progress']),
-    ('Better images', ['*_stabilizers', '*_augment', '*_ema', '*_regularize']),
-    ('Metrics', ['10_metrics', '*_evaluation', '*_inception', '*_swd']),
-    ('Deployment', ['11_interop', '*_model_folder', '*_state_dicts', '*_inference', '*app*', '*deploy*']),
-    ('Distributed', ['12_distributed', '13_main']),
-    ('Porting v1 code', ['08_v1']),
-    ('Developing', ['*developing*', '*_internals']),
+    ('Get started', ['00', '01']),
+    ('pix2pix', ['02']),
+    ('CycleGAN', ['03']),
+    ('CUT', ['04']),
+    ('pix2pixHD', ['05']),
+    ('Your own data', ['06', '07']),
+    ('Writing a trainer', ['08']),
+    ('Better images', ['09']),
+    ('Metrics', ['10']),
+    ('Deployment', ['11']),
+    ('Distributed', ['12']),
+    ('Porting v1 code', ['13']),
+    ('Developing', ['14']),
 ]
 
 def title(nb):
@@ -33,7 +32,7 @@ def title(nb):
     return None
 
 def page_names(nbs):
-    "Map every link target a notebook may use (`07_cyclegan.ipynb`, nbdev's `cyclegan.html`) to its page"
+    "Map every link target a notebook may use (`03_cyclegan.ipynb`, nbdev's `cyclegan.html`) to its page"
     res = {}
     for p in nbs:
         res[p.name] = res[p.stem + '.html'] = res[re.sub(r'^\d+[a-z]?_', '', p.stem) + '.html'] = p.stem + '.html'
@@ -81,11 +80,10 @@ def own_names(mod):
     return [n for n in exported if n in defined] + [n for n in patched if n not in exported]
 
 def make_nav(titles):
-    "The site's navigation: the home page and the notebooks (name -> title) in `sections`' order, the rest under 'More'"
-    nav, left = [], list(titles)
-    for name, pats in sections:
-        got = [s for s in left if any(fnmatch(s, p) for p in pats)]
-        got.sort(key=lambda s: next(i for i,p in enumerate(pats) if fnmatch(s, p)))
+    "The site's navigation: the home page and the notebooks (name -> title) in number order under their `sections`, the rest under 'More'"
+    nav, left = [], sorted(titles)
+    for name, nums in sections:
+        got = [s for s in left if re.match(r'\d+', s) and re.match(r'\d+', s).group() in nums]
         if name == 'Get started': got = ['index.md'] + got
         left = [s for s in left if s not in got]
         if got: nav.append({name: [{'Home': o} if o.endswith('.md') else {titles[o]: f'{o}.ipynb'} for o in got]})

@@ -1,8 +1,8 @@
 """Run notebooks and store the outputs a reader wants: the pictures (small PNGs, or JPEGs for photographs) and, with --all, every small text output,
 without progress bars, warnings or HTML, so the notebooks show their figures on GitHub and on the docs site.
 
-    python tools/run_nb.py nbs/17_your_data.ipynb --all
-    python tools/run_nb.py nbs/07_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs"""
+    python tools/run_nb.py nbs/00_your_data.ipynb --all
+    python tools/run_nb.py nbs/03_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs"""
 import argparse, base64, io, os, re
 from pathlib import Path
 from execnb.nbio import read_nb, write_nb

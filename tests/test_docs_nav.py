@@ -1,0 +1,37 @@
+"The documentation site's navigation: the notebooks in the order of their numbers, grouped in sections."
+import sys
+from pathlib import Path
+import pytest
+
+root = Path(__file__).parent.parent
+sys.path.insert(0, str(root/'tools'))
+
+def test_nav_reading_order():
+    "Notebooks go to their sections in number order; a notebook no section names still gets a page"
+    pytest.importorskip('execnb', reason="tools/docs.py reads notebooks with execnb (the dev extra)")
+    from docs import make_nav
+    titles = {'03_cyclegan': 'CycleGAN', '02a_models': 'Models', '02_pix2pix': 'Pix2pix', '04_cut': 'CUT',
+              '06_data': 'Data', '00_your_data': 'Your data', '99_new': 'New'}
+    nav = make_nav(titles)
+    assert [list(o)[0] for o in nav] == ['Get started', 'pix2pix', 'CycleGAN', 'CUT', 'Your own data', 'More']
+    assert nav[0]['Get started'] == [{'Home': 'index.md'}, {'Your data': '00_your_data.ipynb'}]
+    assert nav[1]['pix2pix'] == [{'Pix2pix': '02_pix2pix.ipynb'}, {'Models': '02a_models.ipynb'}]
+    assert nav[-1]['More'] == [{'New': '99_new.ipynb'}]
+
+def test_every_notebook_has_a_section_in_number_order():
+    "The site's navigation lists the notebooks of nbs/ in the order of their numbers, none left under 'More'"
+    pytest.importorskip('execnb', reason="tools/docs.py reads notebooks with execnb (the dev extra)")
+    from docs import make_nav
+    names = sorted(p.stem for p in (root/'nbs').glob('*.ipynb') if p.stem != 'index')
+    nav = make_nav({n: n for n in names})
+    assert 'More' not in [list(o)[0] for o in nav]
+    assert [v[:-len('.ipynb')] for o in nav for d in list(o.values())[0] for v in d.values() if v != 'index.md'] == names
+
+def test_readme_lists_every_notebook_in_number_order():
+    "The README's 'What is where' table has one row per notebook of nbs/, in number order"
+    import re
+    text = (root/'README.md').read_text()
+    table = text[text.index('## What is where'):]
+    table = table[:table.index('\n## ')]
+    rows = re.findall(r'^\| `(\w+)` \|', table, flags=re.M)
+    assert rows == sorted(p.stem for p in (root/'nbs').glob('*.ipynb') if p.stem != 'index')
