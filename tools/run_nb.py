@@ -2,8 +2,12 @@
 without progress bars, warnings or HTML, so the notebooks show their figures on GitHub and on the docs site.
 
     python tools/run_nb.py nbs/00_your_data.ipynb --all
-    python tools/run_nb.py nbs/03_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs"""
-import argparse, base64, io, os, re
+    python tools/run_nb.py nbs/03_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs
+    python tools/run_nb.py nbs/*.ipynb --check                    # rerun, and fail where a stored text output changed
+
+One thread and seeds 0, so that a run on the same kind of CPU gives the same digits."""
+import argparse, base64, io, os, re, sys
+os.environ.setdefault('OMP_NUM_THREADS', '1')   # before torch is imported by the notebook
 from pathlib import Path
 from execnb.nbio import read_nb, write_nb
 from execnb.shell import CaptureShell
@@ -48,15 +52,21 @@ def keep(o, text):
         return {**o, 'data': data, 'metadata': {}}
     return None   # errors are not stored
 
-def run(nb_path, all_text=False, cells=None):
+def execute(nb_path):
+    "Notebook `nb_path` run as nbdev_test runs it (from its folder), seeded"
     nb_path = Path(nb_path).resolve()
     nb = read_nb(nb_path)
     cwd = os.getcwd()
-    os.chdir(nb_path.parent)   # as nbdev_test runs it
+    os.chdir(nb_path.parent)
     sh = CaptureShell()
     sh.run('import random, numpy, torch; random.seed(0); numpy.random.seed(0); torch.manual_seed(0)')   # the same pictures at every run
     try: sh.run_all(nb, exc_stop=True)
     finally: os.chdir(cwd)
+    return nb
+
+def run(nb_path, all_text=False, cells=None):
+    nb_path = Path(nb_path).resolve()
+    nb = execute(nb_path)
     code = [c for c in nb.cells if c.cell_type == 'code']
     for i, c in enumerate(code):
         outs = [o for o in (keep(o, all_text) for o in c.get('outputs', [])) if o is not None]
@@ -70,10 +80,39 @@ def run(nb_path, all_text=False, cells=None):
     n = sum(bool(c['outputs']) for c in code)
     print(f"{nb_path.name}: outputs stored in {n} of {len(code)} code cells")
 
+clock = re.compile(r'\b\d+:\d\d\b')   # the time columns of fastai's tables
+
+def texts(outs):
+    "The text of `outs` (streams and plain results), times masked, and how many pictures they hold"
+    t = [clock.sub('mm:ss', ''.join(o['text']) if o['output_type'] == 'stream' else ''.join(o.get('data', {}).get('text/plain', '')))
+         for o in outs if o['output_type'] == 'stream' or 'text/plain' in o.get('data', {})]
+    return [x for x in t if x.strip()], sum(bool({'image/png', 'image/jpeg'} & set(o.get('data', {}))) for o in outs)
+
+def check(nb_path):
+    "The code cells of `nb_path` whose stored text outputs differ from a fresh run's: [(cell, stored, fresh)]"
+    stored = [c for c in read_nb(nb_path).cells if c.cell_type == 'code']
+    fresh = [c for c in execute(nb_path).cells if c.cell_type == 'code']
+    res = []
+    for i, (a, b) in enumerate(zip(stored, fresh)):
+        if not a.get('outputs'): continue
+        (ta, pa), (tb, pb) = texts(a['outputs']), texts([o for o in (keep(o, True) for o in b.get('outputs', [])) if o is not None])
+        rest = iter(tb)   # every stored text is in the fresh run, in order (a cell may have stored only some)
+        if not all(any(x == y for y in rest) for x in ta) or pb < pa: res.append((i, ta, tb))
+    return res
+
 if __name__ == '__main__':
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument('notebooks', nargs='+')
     p.add_argument('--all', action='store_true', help='keep small text outputs too, not only pictures')
     p.add_argument('--cells', type=int, nargs='*', help='only these code cells (0-based) keep their outputs')
+    p.add_argument('--check', action='store_true', help='store nothing: rerun and report stored text outputs that changed')
     a = p.parse_args()
-    for nb in a.notebooks: run(nb, a.all, a.cells)
+    if not a.check:
+        for nb in a.notebooks: run(nb, a.all, a.cells)
+        sys.exit()
+    bad = 0
+    for nb in a.notebooks:
+        for i, was, now in check(nb):
+            bad += 1
+            print(f"{nb}: code cell {i} stored {was!r}\n  a fresh run gives {now!r}")
+    sys.exit(f"{bad} stored outputs differ from a fresh run: rerun `python tools/run_nb.py` on their notebooks" if bad else 0)
