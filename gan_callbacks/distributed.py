@@ -53,7 +53,7 @@ def unflat(ts, flat):
 _ddp_params = set()   # ids of the parameters a `DistributedDataParallel` averages already (set during a fit)
 
 def average_grads(params, bad:torch.Tensor|None=None):
-    "Average the gradients of `params` over all processes, one flat all-reduce per dtype; `bad` (a flag) becomes true everywhere if true anywhere"
+    "Average the gradients of `params` over all processes; flag `bad` becomes true everywhere if true anywhere"
     grads = [p.grad for p in params if p.grad is not None and id(p) not in _ddp_params]
     if bad is not None: grads.append(bad.reshape(1).float())   # travels with the float32 gradients: no extra collective
     groups, n = flat_by_dtype(grads), dist.get_world_size()
@@ -80,17 +80,19 @@ def _sync_bn_works(m:nn.Module):
 def _has_bn(m): return any(isinstance(o, BatchNormBase) for o in m.modules())
 
 def share_module(learn, m:nn.Module):
-    "Make network `m` the same on every process: BatchNorm to `SyncBatchNorm` if the Learner's `DistributedTrainer` asks (and the device allows it), weights from rank 0"
+    "Make network `m` the same on every process: rank 0's weights, and `SyncBatchNorm` where asked for and possible"
     if not is_distributed(): return m
     dt = first(cb for cb in learn.cbs if isinstance(cb, DistributedTrainer))
     if dt is not None and dt.sync_bn and _has_bn(m):
-        if _sync_bn_works(m): nn.SyncBatchNorm.convert_sync_batchnorm(m)   # in place below the root: the parameters stay the same objects
-        else: warnings.warn(f"{type(m).__name__}: SyncBatchNorm does not run on the CPU, its BatchNorm keeps per-process statistics")
+        # in place below the root: the parameters stay the same objects
+        if _sync_bn_works(m): nn.SyncBatchNorm.convert_sync_batchnorm(m)
+        else: warnings.warn(f"{type(m).__name__}: SyncBatchNorm does not run on the CPU, "
+                            "its BatchNorm keeps per-process statistics")
     return broadcast_module(m)
 
 # %% ../nbs/12_distributed.ipynb #52232ec3
 class GlooDistributedDL(BroadcastingDistributedDL):
-    "fastai's `DistributedDL` that also runs over gloo: rank 0's indices are broadcast on the backend's device, not always CUDA"
+    "fastai's `DistributedDL` that also runs over gloo: rank 0's indices are broadcast on the backend's device"
     def broadcast(self, t, rank):
         t = torch.tensor(t, dtype=torch.long, device=_comm_device())
         dist.broadcast(t, rank)
@@ -109,7 +111,7 @@ def _gloo_dl(self, dl):
 
 # %% ../nbs/12_distributed.ipynb #98e7e7bc
 class DistributedGAN(Callback):
-    "With `learn.distrib_ctx()`: fastai's DDP on the CPU over gloo, and the generator's parameters noted for `average_grads` (the trainers share the discriminators)"
+    "With `learn.distrib_ctx()`: fastai's DDP on the CPU over gloo, and the generator's parameters noted for `average_grads`"
     order = DistributedTrainer.order - 0.5   # fixes `DistributedTrainer` before its `before_fit` wraps anything
     run_train = run_valid = False   # no per-batch events: fastai then skips looking for them on every batch
     _stateattrs = ('dt',)
@@ -124,7 +126,8 @@ class DistributedGAN(Callback):
 
     def _cpu_fixes(self):
         "What fastai 2.8's `DistributedTrainer` lacks on the CPU: an Accelerator that forms the job (gloo), no SyncBatchNorm"
-        if self.dt.accelerator.distributed_type == DistributedType.NO:   # built without `cpu=True`: it would run unrelated fits
+        # built without `cpu=True`, the accelerator would run unrelated fits
+        if self.dt.accelerator.distributed_type == DistributedType.NO:
             reset_accelerator_state()
             kw = InitProcessGroupKwargs(timeout=timedelta(seconds=self.timeout))
             self.dt.accelerator = Accelerator(cpu=True, kwargs_handlers=[kw])
@@ -133,8 +136,9 @@ class DistributedGAN(Callback):
         self.dt.sync_bn = False
 
     def before_train(self):
-        "Note the parameters the Learner's `DistributedDataParallel` averages (wrapped by now): `average_grads` leaves them alone"
-        if isinstance(self.learn.model, DistributedDataParallel): _ddp_params.update(id(p) for p in self.learn.model.parameters())
+        "Note the parameters the Learner's `DistributedDataParallel` averages: `average_grads` leaves them alone"
+        if isinstance(self.learn.model, DistributedDataParallel):
+            _ddp_params.update(id(p) for p in self.learn.model.parameters())
 
     def after_fit(self): _ddp_params.clear(); self.dt = None
 
@@ -147,32 +151,35 @@ def _free_port():
 
 def launch(cmd:list, nproc:int=2, nnodes:int=1, node_rank:int=0, master_addr:str='127.0.0.1', master_port:int|None=None,
            rdzv_timeout:int=300):
-    "Run command `cmd` (a list) in `nproc` processes on this machine, one of `nnodes`, under torchrun's agent: one failing stops the others"
+    "Run command `cmd` (a list) in `nproc` processes on this machine, one of `nnodes`, under torchrun's agent"
     from torch.distributed.launcher.api import LaunchConfig, elastic_launch
     if nproc < 1 or nnodes < 1 or not 0 <= node_rank < nnodes:
-        raise ValueError(f"launch needs nproc >= 1, nnodes >= 1 and 0 <= node_rank < nnodes, got {nproc}, {nnodes}, {node_rank}")
+        raise ValueError("launch needs nproc >= 1, nnodes >= 1 and 0 <= node_rank < nnodes, "
+                         f"got {nproc}, {nnodes}, {node_rank}")
     port = master_port or (_free_port() if nnodes == 1 else 29500)
     # torchrun's default: each process gets a fair share of the cores, not all of them
     os.environ.setdefault('OMP_NUM_THREADS', str(max(1, (os.cpu_count() or 1) // nproc)))
     cfg = LaunchConfig(min_nodes=nnodes, max_nodes=nnodes, nproc_per_node=nproc, run_id=f'gan_callbacks_{port}',
-                       rdzv_backend='static', rdzv_endpoint=f'{master_addr}:{port}', rdzv_configs={'rank': node_rank, 'timeout': rdzv_timeout},
+                       rdzv_backend='static', rdzv_endpoint=f'{master_addr}:{port}',
+                       rdzv_configs={'rank': node_rank, 'timeout': rdzv_timeout},
                        max_restarts=0, monitor_interval=0.2)
     return elastic_launch(cfg, cmd[0])(*cmd[1:])
 
 
 # %% ../nbs/12_distributed.ipynb #84e38024
 def setup_process():
-    "This process's rank (0 when alone); launched as one of several with CUDA, its own GPU (`LOCAL_RANK`) becomes the default device"
+    "This process's rank (0 when alone); with CUDA, its own GPU (`LOCAL_RANK`) becomes the default device"
     if num_distrib() > 1 and torch.cuda.is_available(): torch.cuda.set_device(int(os.environ.get('LOCAL_RANK', 0)))
     return rank_distrib()
 
 @contextmanager
 def distrib_fit(learn, sync_bn:bool=True, timeout:float=600.):
-    "`learn.distrib_ctx()` in a process launched as one of several, with `cpu=True` on the CPU and a `timeout` (seconds) on every collective; alone, nothing"
+    "`learn.distrib_ctx()` in a process launched as one of several (`cpu=True` on the CPU, a `timeout`); alone, nothing"
     if num_distrib() < 2:
         yield learn
         return
-    kw, cpu = InitProcessGroupKwargs(timeout=timedelta(seconds=timeout)), torch.device(learn.dls.device or 'cpu').type == 'cpu'
+    kw = InitProcessGroupKwargs(timeout=timedelta(seconds=timeout))
+    cpu = torch.device(learn.dls.device or 'cpu').type == 'cpu'
     with learn.distrib_ctx(sync_bn=sync_bn and not cpu, cpu=cpu, kwargs_handlers=[kw]):   # no SyncBatchNorm on the CPU
         yield learn
 
@@ -192,7 +199,8 @@ def add_launch_args(p):
     g.add_argument('--nnodes', type=_count, default=1, help='machines taking part (run the same command on each)')
     g.add_argument('--node-rank', type=int, default=0, help="this machine's rank, 0 .. nnodes-1")
     g.add_argument('--master-addr', default='127.0.0.1', help='address of the machine with node rank 0')
-    g.add_argument('--master-port', type=int, default=None, help='a free port there (default: any free one alone, 29500 with several machines)')
+    g.add_argument('--master-port', type=int, default=None,
+                   help='a free port there (default: any free one alone, 29500 with several machines)')
     return p
 
 def _strip(argv, opts):
@@ -207,26 +215,31 @@ def _strip(argv, opts):
 _argv_var = 'GAN_CALLBACKS_LAUNCH_ARGV'   # the launcher's command line, for the processes it starts
 
 def launch_argv(argv:list):
-    "The command line that started this run: `argv`, or in a process `relaunch` started, the launcher's own (with its launch options)"
+    "The command line that started this run: `argv`, or in a process `relaunch` started, the launcher's own"
     v = os.environ.get(_argv_var)
     return json.loads(v) if v and num_distrib() > 1 else list(argv)
 
 _stop_codes = (130, 143)   # a process that saved its state after Ctrl-C or SIGTERM (and said so)
 
 def relaunch(args:dict, argv:list, module:str='gan_callbacks'):
-    "Take the launch options out of parsed `args`; if they ask for several processes, run `python -m module` with `argv` less them in each and return True"
+    "Take the launch options out of parsed `args`; if they ask for several processes, run `module` in each and return True"
     o = {k: args.pop(k) for k in _launch_opts}
     if o['nproc'] == 1 and o['nnodes'] == 1: return False
-    if num_distrib() > 1: raise SystemExit(f"{module}: --nproc/--nnodes start processes: leave them out under torchrun or accelerate launch")
-    if not 0 <= o['node_rank'] < o['nnodes']: raise SystemExit(f"{module}: --node-rank must be in 0..{o['nnodes'] - 1}, got {o['node_rank']}")
+    if num_distrib() > 1:
+        raise SystemExit(f"{module}: --nproc/--nnodes start processes: leave them out under torchrun or accelerate launch")
+    if not 0 <= o['node_rank'] < o['nnodes']:
+        raise SystemExit(f"{module}: --node-rank must be in 0..{o['nnodes'] - 1}, got {o['node_rank']}")
     os.environ[_argv_var] = json.dumps([str(a) for a in argv])
     try: launch([sys.executable, '-m', module, *_strip(argv, _launch_opts)], **o)
-    except SignalException as e:   # Ctrl-C or SIGTERM here: torch's agent passed it on to every process and waited for them
+    except SignalException as e:   # Ctrl-C or SIGTERM: torch's agent passed it on to every process and waited for them
         raise SystemExit(128 + e.sigval) from None
     except ChildFailedError as e:
         codes = {f.exitcode for f in e.failures.values()}
-        if len(codes) == 1 and codes <= set(_stop_codes): raise SystemExit(codes.pop()) from None   # stopped by a signal, and saved
-        why = ', '.join(f"rank {r} ({f.signal_name() if f.exitcode < 0 else f'exit code {f.exitcode}'})" for r, f in sorted(e.failures.items()))
-        raise SystemExit(f"{module}: {why} failed, the other processes were stopped; the checkpoints written before stay intact") from None
+        if len(codes) == 1 and codes <= set(_stop_codes):   # stopped by a signal, and saved
+            raise SystemExit(codes.pop()) from None
+        why = ', '.join(f"rank {r} ({f.signal_name() if f.exitcode < 0 else f'exit code {f.exitcode}'})"
+                        for r, f in sorted(e.failures.items()))
+        raise SystemExit(f"{module}: {why} failed, the other processes were stopped; "
+                         "the checkpoints written before stay intact") from None
     finally: os.environ.pop(_argv_var, None)
     return True

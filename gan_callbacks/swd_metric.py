@@ -15,7 +15,7 @@ __all__ = ['binomial_filter', 'pyr_down', 'pyr_up', 'laplacian_pyramid', 'swd_re
 
 # %% ../nbs/10c_swd.ipynb #70a771e7
 def binomial_filter(x, gain:float=1.):
-    "`x` (N, C, H, W) blurred by the 5x5 binomial kernel ([1, 4, 6, 4, 1]/16 along each axis) times `gain`, mirror padding"
+    "`x` (N, C, H, W) blurred by the 5x5 binomial kernel times `gain`, with mirror padding"
     n, c, h, w = x.shape
     k = torch.tensor([1., 4., 6., 4., 1.], dtype=x.dtype, device=x.device) * (gain ** 0.5 / 16)
     y = F.pad(x.reshape(n * c, 1, h, w), (2, 2, 2, 2), mode='reflect')
@@ -68,7 +68,7 @@ def normalized_descriptors(desc):
     return (desc / desc.std((0, 2, 3), correction=0, keepdim=True).clamp_min(1e-12)).flatten(1)
 
 def sliced_wasserstein(a, b, dir_repeats:int=4, dirs_per_repeat:int=128, generator=None):
-    "Mean distance between the sorted projections of descriptor sets `a` and `b` (M, D) on `dir_repeats` x `dirs_per_repeat` random unit directions"
+    "Mean 1-d Wasserstein distance between descriptor sets `a` and `b` (M, D) along random unit directions"
     if len(a) != len(b):
         m = min(len(a), len(b))
         a, b = (t[torch.randperm(len(t), generator=generator)[:m].to(t.device)] if len(t) > m else t for t in (a, b))
@@ -93,7 +93,8 @@ class SWDDescriptors:
         if self.resolutions is None:
             self.size, self.resolutions = tuple(x.shape[1:]), swd_resolutions(min(x.shape[-2:]), self.min_size)
             if not self.resolutions:
-                raise ValueError(f"SWD needs images of at least {self.min_size}x{self.min_size} pixels, got {tuple(x.shape[-2:])}")
+                raise ValueError(f"SWD needs images of at least {self.min_size}x{self.min_size} pixels, "
+                                 f"got {tuple(x.shape[-2:])}")
             self.desc = [[] for _ in self.resolutions]
             self.gens = [torch.Generator().manual_seed(self.seed + 7919 * i) for i in range(len(self.resolutions))]
         elif tuple(x.shape[1:]) != self.size:
@@ -112,20 +113,22 @@ def swd_between(real:SWDDescriptors, fake:SWDDescriptors, seed:int=0, dir_repeat
     if real.resolutions != fake.resolutions:
         raise ValueError(f"SWD compares images of one size: got {real.size} and {fake.size}")
     g = torch.Generator().manual_seed(seed)
-    return torch.stack([sliced_wasserstein(a, b, dir_repeats, dirs_per_repeat, g) for a, b in zip(real.finalize(), fake.finalize())]) * 1e3
+    levels = zip(real.finalize(), fake.finalize())
+    return torch.stack([sliced_wasserstein(a, b, dir_repeats, dirs_per_repeat, g) for a, b in levels]) * 1e3
 
 def _feed(acc, images, bs):
-    for b in (images.split(bs) if torch.is_tensor(images) else images): acc.feed(b[0] if isinstance(b, (tuple, list)) else b)
+    for b in (images.split(bs) if torch.is_tensor(images) else images):
+        acc.feed(b[0] if isinstance(b, (tuple, list)) else b)
     return acc
 
 def swd_levels(real, fake, seed:int=0, paired:bool=False, bs:int=64, **kwargs) -> dict:
-    "SWD x1000 per pyramid level (keyed by its side) between image sets `real` and `fake` (tensors or iterables of batches, in [-1, 1])"
+    "SWD x1000 per pyramid level (keyed by its side) between image sets `real` and `fake` in [-1, 1]"
     dr = _feed(SWDDescriptors(seed + 1, **kwargs), real, bs)
     df = _feed(SWDDescriptors(seed + (1 if paired else 2), **kwargs), fake, bs)
     return dict(zip(dr.resolutions, swd_between(dr, df, seed).tolist()))
 
 def swd(real, fake, seed:int=0, paired:bool=False, bs:int=64, **kwargs) -> float:
-    "Sliced Wasserstein distance x1000 between image sets `real` and `fake` (N, C, H, W) in [-1, 1], averaged over the pyramid's levels"
+    "Sliced Wasserstein distance x1000 between image sets `real` and `fake` in [-1, 1], averaged over the levels"
     v = swd_levels(real, fake, seed, paired, bs, **kwargs)
     return sum(v.values()) / len(v)
 
