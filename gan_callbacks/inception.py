@@ -15,7 +15,8 @@ from .samples import gan_callbacks_home
 __all__ = ['fid_weights_name', 'fid_weights_url', 'FIDInception', 'fid_weights_path', 'fid_inception']
 
 # %% ../nbs/10b_inception.ipynb #d145736b
-from torchvision.models.inception import Inception3, BasicConv2d, InceptionA, InceptionB, InceptionC, InceptionD, InceptionE, InceptionAux
+from torchvision.models.inception import (Inception3, BasicConv2d, InceptionA, InceptionB, InceptionC, InceptionD,
+                                          InceptionE, InceptionAux)
 
 fid_weights_name = 'pt_inception-2015-12-05-6726825d.pth'
 fid_weights_url = f'https://github.com/mseitzer/pytorch-fid/releases/download/fid_weights/{fid_weights_name}'
@@ -63,7 +64,8 @@ class FIDInception(nn.Module):
 
 def fid_weights_path(weights=None) -> Path:
     "Where the FID Inception weights are looked for: `weights`, `$GAN_CALLBACKS_FID_WEIGHTS`, or the cache folder"
-    return Path(weights or os.environ.get('GAN_CALLBACKS_FID_WEIGHTS') or gan_callbacks_home()/fid_weights_name).expanduser()
+    fn = weights or os.environ.get('GAN_CALLBACKS_FID_WEIGHTS') or gan_callbacks_home()/fid_weights_name
+    return Path(fn).expanduser()
 
 def fid_inception(weights=None) -> FIDInception:
     "`FIDInception` with the standard FID weights from a local file (see `fid_weights_path`), in eval mode"

@@ -28,9 +28,11 @@ def _torch_load(fn, device, trust_pickle=False):
     try: return torch.load(fn, map_location=device, weights_only=not trust_pickle)
     except Exception as e:
         why = (str(e).strip().splitlines() or [type(e).__name__])[0]
-        if why.startswith('Weights only load failed'):   # torch's advice (load it without `weights_only`) is not for a stranger's file
-            raise InteropError(f"{fn} holds Python objects besides tensors, and loading them runs any code they name, so it was not loaded: "
-                               "give --trust-pickle (trust_pickle=True) if it comes from you or someone you trust, or use a model folder") from None
+        # torch's advice (load it without `weights_only`) is not for a stranger's file
+        if why.startswith('Weights only load failed'):
+            raise InteropError(f"{fn} holds Python objects besides tensors, and loading them runs any code they name, "
+                               "so it was not loaded: give --trust-pickle (trust_pickle=True) if it comes from you "
+                               "or someone you trust, or use a model folder") from None
         raise InteropError(f"{fn}: cannot read it as a PyTorch file of tensors ({why})") from e
 
 def _pick(sd, net, fn):
@@ -46,7 +48,7 @@ def _pick(sd, net, fn):
     return sd
 
 def read_generator(path, device=None, net:str|None=None, size:int|None=256, trust_pickle:bool=False, **hints):
-    "The generator in `path` (model folder, fastai export, `GANCheckpoint`, or state dict) in eval mode, and its `generator_settings` (test `size` unless the file knows it)"
+    "The generator in `path` (model folder, fastai export, `GANCheckpoint` or state dict), in eval mode, and its settings"
     fn, device = Path(path), default_device() if device is None else torch.device(device)
     if fn.is_dir(): return read_model_folder(fn, device)
     if not fn.is_file(): raise InteropError(f"{fn}: no such file or folder")
@@ -56,7 +58,8 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, trus
         return learn.model.to(device).eval(), generator_settings(learn, size=size)
     ck = _torch_load(fn, device, trust_pickle)
     if is_checkpoint(ck): sd, source = ck['model'], f"{fn} (a GANCheckpoint)"
-    elif isinstance(ck, dict) and isinstance(ck.get('model'), dict): sd, source = ck['model'], f"{fn} (a fastai `learn.save` file)"
+    elif isinstance(ck, dict) and isinstance(ck.get('model'), dict):
+        sd, source = ck['model'], f"{fn} (a fastai `learn.save` file)"
     elif isinstance(ck, dict): sd, source = ck, str(fn)
     else: raise InteropError(f"{fn} holds a {type(ck).__name__}, not a state dict")
     try: G = generator_from_state_dict(_pick(sd, net, fn), device, source, **hints)
@@ -64,7 +67,7 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, trus
     return G, generator_settings(G, size=size)
 
 def load_generator(path, device=None, **hints):
-    "The generator in `path`: a model folder, a fastai export (.pkl), a `GANCheckpoint`, or a reference state dict (.pth), ready in eval mode"
+    "The generator in `path` (model folder, fastai export, `GANCheckpoint` or reference state dict), in eval mode"
     return read_generator(path, device, **hints)[0]
 
 # %% ../nbs/11_interop.ipynb #ae66014c
@@ -78,11 +81,13 @@ def reference_options(G:nn.Module):
     kind = next(n for n, c in generator_kinds().items() if c is cls)
     name = next((v for (k, a, n), v in _netG_names.items() if k == kind and args.get(a) == n), None)
     if name is None: raise InteropError(f"the reference has no --netG for {cls.__name__}({args}): build its network by hand")
-    if args.get('padding') == 'zero' or any(isinstance(m, nn.ReplicationPad2d) for b in G.modules() if isinstance(b, ResnetBlock) for m in b.modules()):
+    pads = (m for b in G.modules() if isinstance(b, ResnetBlock) for m in b.modules())
+    if args.get('padding') == 'zero' or any(isinstance(m, nn.ReplicationPad2d) for m in pads):
         raise InteropError("the reference's ResNet generators pad by reflection: this one cannot be built with its options")
     drop = any(isinstance(m, nn.Dropout) for m in G.modules())
     if args.get('antialias') or args.get('antialias_up'):   # CUT's test.py: anti-aliased by default, no dropout by default
-        return (f"--model cut --netG {name} --ngf {args['ngf']} --normG {args['norm']} --input_nc {args['in_ch']} --output_nc {args['out_ch']}"
+        return (f"--model cut --netG {name} --ngf {args['ngf']} --normG {args['norm']} "
+                f"--input_nc {args['in_ch']} --output_nc {args['out_ch']}"
                 + ('' if args.get('antialias') else ' --no_antialias') + ('' if args.get('antialias_up') else ' --no_antialias_up')
                 + (' --no_dropout False' if drop else ''))
     return (f"--netG {name} --ngf {args['ngf']} --norm {args['norm']} --input_nc {args['in_ch']} --output_nc {args['out_ch']}"
@@ -102,14 +107,16 @@ def _ort_session(fn):
 
 @torch.no_grad()
 def check_onnx(G:nn.Module, fn, *xs:torch.Tensor, atol:float=1e-4):
-    "The largest difference between onnxruntime's output for ONNX file `fn` and `G`'s (eval mode) on each input; raises above `atol`"
+    "The largest difference between onnxruntime's and `G`'s (eval mode) outputs on each input; raises above `atol`"
     sess, diffs = _ort_session(fn), []
     for x in xs:
         ref = run_generator(G, x, 'eval').float().cpu()
         out = torch.from_numpy(sess.run(None, {'input': x.float().cpu().numpy()})[0])
-        if out.shape != ref.shape: raise InteropError(f"{fn}: output shape {tuple(out.shape)} for input {tuple(x.shape)}, PyTorch gives {tuple(ref.shape)}")
+        if out.shape != ref.shape:
+            raise InteropError(f"{fn}: output shape {tuple(out.shape)} for input {tuple(x.shape)}, PyTorch gives {tuple(ref.shape)}")
         diffs.append(float((out - ref).abs().max()))
-        if diffs[-1] > atol: raise InteropError(f"{fn}: onnxruntime differs from PyTorch by {diffs[-1]:.2e} (> {atol}) on input {tuple(x.shape)}")
+        if diffs[-1] > atol:
+            raise InteropError(f"{fn}: onnxruntime differs from PyTorch by {diffs[-1]:.2e} (> {atol}) on input {tuple(x.shape)}")
     return diffs
 
 def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, check:bool=True):
@@ -120,7 +127,8 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     check_input(x, type(G).__name__, s['in_ch'], s['multiple'])
     dyn = {0: 'batch', 2: 'height', 3: 'width'}
     try:
-        with eval_mode(G), warnings.catch_warnings():   # the tracer's notes on the input checks, constant in the graph; the legacy exporter's notice
+        # silence the tracer's notes on the input checks (constant in the graph) and the legacy exporter's notice
+        with eval_mode(G), warnings.catch_warnings():
             warnings.simplefilter('ignore', torch.jit.TracerWarning); warnings.simplefilter('ignore', DeprecationWarning)
             atomic_write(fn, lambda tmp: torch.onnx.export(G, (x,), str(tmp), dynamo=False, opset_version=opset, input_names=['input'],
                                                            output_names=['output'], dynamic_axes={'input': dyn, 'output': dyn}),
@@ -145,7 +153,7 @@ def _known_scores(model):
     except (OSError, ValueError): return {}
 
 def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None, trust_pickle:bool=False):
-    "Write the generator in `model` (any file or folder `load_generator` reads, or a network) to `out`: ONNX, a reference state dict, or a model folder"
+    "Write the generator in `model` (a file or folder `load_generator` reads, or a network) to `out` in `format`"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
     G, s = _generator_of(model, netG, trust_pickle)
     out = Path(out)
@@ -164,6 +172,7 @@ def export_generator(model, format:str, out, size:int|None=None, batch:int=1, ne
         except ValueError as e:
             if isinstance(e, InteropError): raise
             raise InteropError(f"--size {size or s['size']}: {e}") from None
-        msg = f"input 'input' (N, {s['in_ch']}, H, W) in [-1, 1], H and W multiples of {s['multiple']}; checked against onnxruntime"
+        msg = (f"input 'input' (N, {s['in_ch']}, H, W) in [-1, 1], H and W multiples of {s['multiple']}; "
+               "checked against onnxruntime")
     print(f"Wrote {out}: {msg}")
     return out

@@ -21,7 +21,7 @@ class InteropError(ValueError):
     "A file that cannot be read as a generator, or a generator that cannot be exported"
 
 def clean_state_dict(sd:dict):
-    "`sd` without the `module.` prefix of `nn.DataParallel` saves and the running statistics of old instance-norm layers"
+    "`sd` without `nn.DataParallel`'s `module.` prefix and the running statistics of old instance-norm layers"
     sd = OrderedDict((k, v) for k, v in sd.items() if torch.is_tensor(v))
     while sd and all(k.startswith('module.') for k in sd): sd = OrderedDict((k[7:], v) for k, v in sd.items())
     stats = ('running_mean', 'running_var', 'num_batches_tracked')
@@ -55,7 +55,8 @@ def _resnet_arch(sd):
     for k, v in sd.items():
         m = _resnet_key.fullmatch(k)
         if m is None: return None
-        if m.group(2) is not None and m.group(3) == 'weight' and v.ndim == 4: blocks.setdefault(int(m.group(1)), []).append(int(m.group(2)))
+        if m.group(2) is not None and m.group(3) == 'weight' and v.ndim == 4:
+            blocks.setdefault(int(m.group(1)), []).append(int(m.group(2)))
     aa = 'model.7.filt' in sd                              # CUT: a blur after each downsampling convolution...
     start = 12 if aa else 10
     aa_up = f'model.{start + len(blocks)}.filt' in sd      # ...and before each upsampling one
@@ -74,7 +75,7 @@ _netGs.update(resnet_9blocks=('resnet', dict(n_blocks=9)), resnet_6blocks=('resn
 
 # %% ../nbs/11a_state_dicts.ipynb #7904cce2
 def _global_layout(sd, prefix='model'):
-    "(ngf, in_ch, n_downsampling, n_blocks, index after the doublings) of a `GlobalGenerator`'s `prefix` Sequential in `sd`, or `None`"
+    "(ngf, in_ch, n_downsampling, n_blocks, index after the doublings) of `sd`'s `prefix` Sequential, or `None`"
     first = sd.get(f'{prefix}.1.weight')
     if first is None or first.ndim != 4 or first.shape[-1] != 7: return None
     i, c, n_down = 4, first.shape[0], 0
@@ -108,7 +109,8 @@ def _local_arch(sd):
     last = sd.get(f'model{n_local}_2.{n_blocks_local + 4}.weight')
     if last is None or lay[0] != outer.shape[0] * 2**n_local: return None
     return dict(in_ch=lay[1], out_ch=last.shape[0], ngf=outer.shape[0], n_downsampling=lay[2], n_blocks=lay[3],
-                n_local_enhancers=n_local, n_blocks_local=n_blocks_local, norm='batch' if 'model.2.running_mean' in sd else 'instance')
+                n_local_enhancers=n_local, n_blocks_local=n_blocks_local,
+                norm='batch' if 'model.2.running_mean' in sd else 'instance')
 
 _archs.update({'global': (GlobalGenerator, _global_arch), 'local': (LocalEnhancer, _local_arch)})
 _netGs.update({'global': ('global', {}), 'local': ('local', {})})
@@ -118,7 +120,8 @@ def _what(sd):
     "A short description of state dict `sd` for error messages"
     if not sd: return "no tensors"
     w = sd.get('model.0.weight')
-    d = " (a PatchGAN discriminator's layout: pass the generator's file)" if w is not None and w.ndim == 4 and w.shape[-1] == 4 else ''
+    patch_d = w is not None and w.ndim == 4 and w.shape[-1] == 4
+    d = " (a PatchGAN discriminator's layout: pass the generator's file)" if patch_d else ''
     return f"{len(sd)} tensors, keys {few_keys(sd, 4)}{d}"
 
 def infer_generator(sd:dict, **hints):
@@ -131,8 +134,10 @@ def infer_generator(sd:dict, **hints):
     found = {n: a(sd) for n, (_, a) in _archs.items() if kind in (None, n)}
     found = {n: a for n, a in found.items() if a is not None}
     if not found:
-        raise InteropError(f"holds no generator this library can read (the state dict of a U-Net or ResNet generator): {_what(sd)}")
-    kind, args = next(iter(found.items()))   # the first that reads it: a ResNet generator before the global generator it equals with 2 halvings
+        raise InteropError("holds no generator this library can read (the state dict of a U-Net or ResNet generator): "
+                           f"{_what(sd)}")
+    # the first that reads it: a ResNet generator before the global generator it equals with 2 halvings
+    kind, args = next(iter(found.items()))
     cls = _archs[kind][0]
     for k, v in hints.items():
         if k in args and args[k] != v:
@@ -143,12 +148,12 @@ def infer_generator(sd:dict, **hints):
     return cls, {**args, **hints}
 
 def generator_kinds():
-    "The generator classes a state dict can describe, by kind ('unet', 'resnet'): nothing else is ever built from a file's description"
+    "The generator classes a state dict can describe, by kind ('unet', 'resnet', ...): nothing else is built from a file"
     return {n: c for n, (c, _) in _archs.items()}
 
 # %% ../nbs/11a_state_dicts.ipynb #cefc26bb
 def check_finite(sd:dict, source:str='the state dict'):
-    "Raise an `InteropError` naming `source` if a floating-point tensor of `sd` holds NaN or infinity: the weights of a diverged training"
+    "Raise an `InteropError` naming `source` if a floating-point tensor of `sd` holds NaN or infinity"
     bad = [k for k, v in sd.items() if torch.is_tensor(v) and v.is_floating_point() and not bool(v.isfinite().all())]
     if bad: raise InteropError(f"{source}: weights are not finite (NaN or infinity) in {few_keys(bad, 3)}: "
                                "the training diverged; use a checkpoint of an earlier epoch")
@@ -159,9 +164,12 @@ def generator_from_state_dict(sd:dict, device=None, source:str='the state dict',
     check_finite(sd, source)
     cls, args = infer_generator(sd, **hints)
     try:
-        with torch.random.fork_rng(devices=[]): G = cls(**args)   # its random init is overwritten: leave the caller's RNG alone
-    except (TypeError, ValueError) as e: raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from e
-    try: check_fits(G, sd, f"{cls.__name__} built from its keys ({', '.join(f'{k}={v}' for k, v in args.items())})", source)
+        # its random init is overwritten: leave the caller's RNG alone
+        with torch.random.fork_rng(devices=[]): G = cls(**args)
+    except (TypeError, ValueError) as e:
+        raise InteropError(f"{source}: cannot build {cls.__name__}({args}): {e}") from e
+    what = f"{cls.__name__} built from its keys ({', '.join(f'{k}={v}' for k, v in args.items())})"
+    try: check_fits(G, sd, what, source)
     except CheckpointError as e: raise InteropError(str(e)) from None
     G.load_state_dict(sd)
     return G.to(default_device() if device is None else device).eval()
