@@ -37,7 +37,8 @@ def check_numbers(epochs, epochs_decay, bs, load_size, crop_size, lr, ngf, n_sam
         if v < 1: raise CLIError(f"{name} must be at least 1, got {v}")
     if load_size < crop_size: raise CLIError(f"--load-size ({load_size}) must be at least --crop-size ({crop_size})")
     if crop_size % multiple:
-        raise CLIError(f"--crop-size must be a multiple of {multiple} ({why}), got {crop_size}: use e.g. {max(multiple, crop_size // multiple * multiple)}")
+        raise CLIError(f"--crop-size must be a multiple of {multiple} ({why}), got {crop_size}: "
+                       f"use e.g. {max(multiple, crop_size // multiple * multiple)}")
     if seed is not None and not 0 <= seed < 2**32: raise CLIError(f"--seed must be in [0, 2**32), got {seed}")
 
 # %% ../nbs/07b_checks.ipynb #f6384429
@@ -52,7 +53,7 @@ def check_not_over_input(files, output):
 _data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
 
 def check_apart(data, out, data_arg='--data', out_arg='--out'):
-    "Refuse an output folder `out` that is `data`, or inside its image folders (the outputs would join the data), or that holds `data` (resolved paths)"
+    "Refuse an output folder `out` that is `data`, is inside its image folders, or holds `data` (resolved paths)"
     d, o = Path(data).resolve(), Path(out).resolve()
     if o == d or any(o == d/n or d/n in o.parents for n in _data_folders):
         raise CLIError(f"{out_arg} {out} is inside {data_arg} {data}: what is written there would join the data; choose a folder outside it")

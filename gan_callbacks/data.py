@@ -55,7 +55,7 @@ _last_file = _LastFile()
 
 # %% ../nbs/06_data.ipynb #ce00230d
 class ImageHalf(Transform):
-    "Get the left (`i=0`) or right (`i=1`) half of a side-by-side A|B image file in PIL `mode` (see `in_mode`); JPEGs decoded smaller when both halves stay at least `size`"
+    "The left (`i=0`) or right (`i=1`) half of a side-by-side A|B image file, in PIL `mode` (see `in_mode`)"
     _retain,size = False,None
     def __init__(self, i=0, mode='RGB', size=None): super().__init__(); store_attr()
     def encodes(self, fn):
@@ -76,7 +76,7 @@ class PairFile(ItemTransform):
 
 # %% ../nbs/06_data.ipynb #5e858121
 def check_sizes(load_size=286, crop_size=256, num_downs=None):
-    "Check `crop_size` fits in `load_size` and, for a U-Net with `num_downs` downsamplings, is a multiple of `2**num_downs`; sizes are ints or (height, width)"
+    "Check `crop_size` fits in `load_size` and is a multiple of `2**num_downs` (a U-Net's halvings); ints or (height, width)"
     (lh, lw), (ch, cw) = _hw(load_size, 'load_size'), _hw(crop_size, 'crop_size')
     if min(ch, cw) < 1: raise ValueError(f"crop_size must be positive, not {crop_size}")
     if ch > lh or cw > lw: raise ValueError(f"crop_size ({crop_size}) is larger than load_size ({load_size})")
@@ -126,7 +126,8 @@ class ResizeCropFlip(RandTransform):
 
     def _tensors(self, xs):
         "Images `xs` (uint8 tensors of one shape) resized, cropped and flipped with plain tensor ops"
-        if self.resample != Image.Resampling.BICUBIC: raise ValueError(f"{type(self).__name__}: tensors are resized bicubic only, not with {self.resample!r}")
+        if self.resample != Image.Resampling.BICUBIC:
+            raise ValueError(f"{type(self).__name__}: tensors are resized bicubic only, not with {self.resample!r}")
         # plain tensors (fastai's subclass dispatch costs more than these ops), channels last, as the uint8 kernel wants
         t = torch.stack([x.as_subclass(Tensor).permute(1, 2, 0) for x in xs]).permute(0, 3, 1, 2)
         ch, cw = _hw(self.crop_size)
@@ -193,7 +194,7 @@ def _uint8_tensor(im, cls):
     return cls(t[None] if t.ndim == 2 else t.permute(2, 0, 1))
 
 class ToImage(Transform):
-    "Cast a PIL image to fastai image class `cls`, gray and RGB ones straight to its uint8 tensor class; the target's also names the default loss"
+    "Cast a PIL image to fastai image class `cls` (gray and RGB: to its uint8 tensor class); the target's names the loss"
     _retain = False
     def __init__(self, cls=PILImage, loss_func=None): super().__init__(); store_attr()
     def encodes(self, im):
@@ -206,7 +207,7 @@ pickle_transforms_by_function()   # process-wide, see `internals`
 
 # %% ../nbs/06_data.ipynb #13d21aab
 class IntToSignedFloat(DisplayedTransform):
-    "Integer image batches to float32 in [-1, 1], as fastai's `IntToFloatTensor` then `Normalize.from_stats(0.5, 0.5)` but in one transform on plain tensors"
+    "Integer image batches to float32 in [-1, 1], as `IntToFloatTensor` then `Normalize.from_stats(0.5, 0.5)`, in one transform"
     order = 10
     def __init__(self, div=255.): super().__init__(); store_attr()
     def encodes(self, x:TensorImage):
@@ -252,7 +253,7 @@ class Pix2pixDataLoaders(DataLoaders):
                           load_size=self.load_size, crop_size=self.crop_size)
 
     def test_dl(self, test_items, rm_type_tfms=None, with_labels:bool=False, aligned:bool=False, **kwargs):
-        "Images to translate (files, bytes, PIL images, arrays, tensors: see `ImageFile`), each whole and at its own size; `aligned`: the input half of A|B files"
+        "Images to translate (files, bytes, PIL images, arrays, tensors), each whole; `aligned`: the input half of A|B files"
         if with_labels or rm_type_tfms is not None: return super().test_dl(test_items, rm_type_tfms, with_labels, **kwargs)
         ds, keep = self.valid_ds, lambda fs: [f for f in fs if not isinstance(f, ResizeCropFlip)]   # no crop: the whole image
         tls = [tl._new(test_items, split_idx=1) for tl in ds.tls[:ds.n_inp]]
@@ -300,7 +301,8 @@ def _as_pil(x):
         x = (t.float() if t.is_floating_point() else t).numpy()
     if not isinstance(x, np.ndarray): raise TypeError(f"Cannot read an image from type {type(x).__name__}: give {_inputs}")
     if not (x.ndim == 2 or (x.ndim == 3 and x.shape[-1] in (1, 3, 4))):
-        raise ValueError(f"Cannot read an image of shape {tuple(x.shape)}: an array is (H, W) or (H, W, C), a tensor (C, H, W), with 1, 3 or 4 channels")
+        raise ValueError(f"Cannot read an image of shape {tuple(x.shape)}: an array is (H, W) or (H, W, C), "
+                         "a tensor (C, H, W), with 1, 3 or 4 channels")
     if x.dtype.kind == 'f':
         lo, hi = (float(x.min()), float(x.max())) if x.size else (0., 0.)
         if not (0 <= lo and hi <= 1): raise ValueError(f"Float pixels must be in [0, 1], these are in [{lo:.3g}, {hi:.3g}]")
@@ -319,7 +321,7 @@ class ImageFile(Transform):
 
 # %% ../nbs/06_data.ipynb #b4bcd883
 class UnpairedDL(Pix2pixDL):
-    "Loader of (A, B) items from two domains: when shuffling, max(|A|, |B|) items of A `i % |A|` and a random B (from `rng`); else each A with B `i % |B|`"
+    "Loader of (A, B) items from two domains: each A with a random B when shuffling, else A `i` with B `i % |B|`"
     @property
     def n(self):
         "Items per pass: the larger domain's count when shuffling (the reference's epoch), else A's"

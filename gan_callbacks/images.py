@@ -64,7 +64,7 @@ def check_pixels(fn, w:int, h:int):
                             f"(--max-pixels {w*h} raises it, if the memory allows)")
 
 def _load(fn, size=None, name=None):
-    "Image file `fn` decoded in its own mode, its size checked first; a JPEG at the smallest of the scales 1, 1/2, 1/4, 1/8 keeping it at least `size` (w, h)"
+    "Image file `fn` in its own mode, its size checked first; a JPEG at the smallest scale keeping it at least `size` (w, h)"
     limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None   # the size is checked below, against `max_pixels()`
     try: im = Image.open(fn)
     finally: Image.MAX_IMAGE_PIXELS = limit
@@ -136,7 +136,7 @@ def _decoded(data, size=None, fn=None):
     return t if t.shape[0] == n and t.dtype == torch.uint8 else None
 
 def decode_file(fn, size=None):
-    "Image file `fn` in its own mode: a (C, H, W) uint8 tensor for 8-bit JPEGs and PNGs (Pillow's values), else a PIL image; `size`: see `_load`"
+    "Image file `fn` in its own mode: a (C, H, W) uint8 tensor for 8-bit JPEGs and PNGs, else a PIL image; `size`: see `_load`"
     try:
         with open(fn, 'rb') as f: data = f.read()
         t = _decoded(data, size, fn)
@@ -146,7 +146,7 @@ def decode_file(fn, size=None):
     except Exception as e: raise OSError(f"Cannot read image {fn}: {e}") from e
 
 def in_mode(x, mode='RGB'):
-    "Decoded image `x` (a tensor from `decode_file` or a PIL image) in PIL `mode`: `x` if a tensor with `mode`'s channels (gray, RGB), else a PIL image"
+    "Decoded image `x` (from `decode_file`) in PIL `mode`: `x` itself if a tensor with `mode`'s channels, else a PIL image"
     if isinstance(x, torch.Tensor):
         if mode in ('L', 'RGB') and image_modes.get(x.shape[0]) == mode: return x
         a = x.permute(1, 2, 0).numpy()

@@ -14,14 +14,14 @@ __all__ = ['loader_defaults', 'Pix2pixDL']
 
 # %% ../nbs/06c_loader.ipynb #6d1a4bfd
 def loader_defaults(device, num_workers=None, **kwargs):
-    "The loaders' keyword arguments for `device`: pinned memory and one worker per core on CUDA, no workers on the CPU; workers kept across epochs"
+    "The loaders' keyword arguments for `device`: on CUDA pinned memory and a worker per core, kept across epochs; none on the CPU"
     kwargs.setdefault('pin_memory', device.type=='cuda')
     n = ifnone(num_workers, defaults.cpus if device.type=='cuda' else 0)
     kwargs.setdefault('persistent_workers', n > 0)
     return dict(kwargs, num_workers=n)
 
 class Pix2pixDL(TfmdDL):
-    "`TfmdDL` whose batches go to the device with a non-blocking copy (from pinned memory on CUDA), from workers kept across epochs if `persistent_workers`"
+    "`TfmdDL` whose batches go to the device with a non-blocking copy, from workers kept across epochs if `persistent_workers`"
     def __iter__(self):
         # fastai's `DataLoader.__iter__` but for `non_blocking` (the copy overlaps with the host's work) and persistent workers
         self.randomize(); self.before_iter()
@@ -69,7 +69,7 @@ class _Batches(torch.utils.data.Dataset):
 def _channels_last(t): return t.ndim == 4 and not t.is_contiguous() and t.is_contiguous(memory_format=torch.channels_last)
 
 class _Packed:
-    "A batch of same-dtype tensors as one flat tensor, and what rebuilds it: one tensor crosses from a worker to the main process, not one per part"
+    "A batch of same-dtype tensors as one flat tensor, and what rebuilds it: one tensor crosses from a worker, not one per part"
     # PyTorch sends each tensor through its own shared-memory file, a cost per tensor of about half the decoding of a JPEG pair
     def __init__(self, flat, meta): self.flat, self.meta = flat, meta
 

@@ -29,7 +29,7 @@ def image_rows(*cols):
     return make_grid(torch.stack([(o.clamp(-1, 1) + 1) / 2 for o in ims]), nrow=len(cols), padding=2, pad_value=1.)
 
 class GANLogger(Callback):
-    "Base of the run loggers: the trainer's columns per iteration (read every `every` batches), lrs, validation columns and an image grid per epoch"
+    "Base of the run loggers: the trainer's columns per iteration, lrs, validation columns and an image grid per epoch"
     order = Recorder.order + 2   # after the `Recorder` has the epoch's row
     def __init__(self, n_images:int=4, # fixed validation images in each epoch's grid
                  every:int=50):        # training batches between two reads of the loss history (one host read each)
@@ -150,7 +150,7 @@ class ValidateEvery(Callback):
 def _validated(cb): return not getattr(cb.recorder, 'cancel_valid', False)
 
 def _this_epoch(cb):
-    "(best, improved) of tracker `cb` once this epoch's validation is compared, changing nothing; `improved` is `None` if there is nothing (left) to compare"
+    "(best, improved) of tracker `cb` after this epoch's validation, changing nothing; `improved`: `None` if nothing to compare"
     # `GANCheckpoint` saves before the trackers' `after_epoch` (it must save even when `EarlyStop` ends the fit there)
     if not _validated(cb) or getattr(cb, '_judged', None) == cb.epoch or len(cb.recorder.values) <= cb.epoch: return cb.best, None
     val = cb.recorder.values[-1][cb.idx]
@@ -163,7 +163,7 @@ def _kept_copy(learn):
     with averaged(learn) as m: return _host_copy(m)
 
 class KeepBest(TrackerCallback):
-    "Keep a copy of the model's weights at its best validation of `monitor` (`best_epoch`, `best`); `export_best` writes it as `learn.export` does"
+    "Keep a copy of the weights at the best `monitor` (`best_epoch`, `best`); `export_best` writes it as `learn.export` does"
     order = TrackerCallback.order + 1
     def __init__(self, monitor='valid_loss', comp=None, min_delta=0.):
         super().__init__(monitor=monitor, comp=comp, min_delta=min_delta)
