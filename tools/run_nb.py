@@ -21,11 +21,12 @@ def _png(im, fmt='png', **kw):
     return base64.b64encode(buf.getvalue()).decode()
 
 def small_image(data):
-    "Output `data` with its picture as the smaller of `small_png` and, for photographs, a JPEG of quality 85"
+    "Output `data` with one picture: the smaller of `small_png` and, for photographs, a JPEG of quality 85"
     png = small_png(''.join(data['image/png']))
     jpg = _png(Image.open(io.BytesIO(base64.b64decode(png))).convert('RGB'), 'jpeg', quality=85)
-    if len(jpg) * 2 > len(png): return {**data, 'image/png': png}   # figures of lines and text stay PNG
-    return {k: v for k, v in data.items() if k != 'image/png'} | {'image/jpeg': jpg}
+    rest = {k: v for k, v in data.items() if k not in ('image/png', 'image/jpeg')}   # PIL images also offer a JPEG
+    if len(jpg) * 2 > len(png): return rest | {'image/png': png}   # figures of lines and text stay PNG
+    return rest | {'image/jpeg': jpg}
 
 def small_png(b64, max_width=1400):
     "PNG `b64`, halved (box filter) while wider than `max_width`, re-encoded with a 256-colour palette when that is smaller"
