@@ -39,7 +39,7 @@ def _listify(o): return tuple(o) if isinstance(o, (list, tuple)) else (o,)
 def _defines(cls, name): return any(name in k.__dict__ for k in cls.__mro__)
 
 def _v1_method(cb, name):
-    "`cb.<name>` if the callback itself has it: a missing one is not searched for in the Learner and the model, as fastai's attribute fall-through would"
+    "`cb.<name>` if the callback itself has it (not searched for in the Learner and the model, as fastai's fall-through would)"
     f = cb.__dict__.get(name)
     return f if f is not None or not _defines(type(cb), name) else getattr(cb, name)
 
@@ -209,7 +209,7 @@ def last_metrics(learn):
 
 # %% ../nbs/08b_core.ipynb #779faab0
 def _guard_epochs(learn, cbs, loggers):
-    "Wrap `learn`'s epochs, their events included, so that v1 callbacks get `on_train_end(exception=e)` if training crashes, and the loggers are put back"
+    "Wrap `learn`'s epochs so that a crash calls the v1 callbacks' `on_train_end(exception=e)` and puts the loggers back"
     def crashed(e):
         st = cbs[0].cb_state
         for cb in cbs: cb._call('on_train_end', exception=e)

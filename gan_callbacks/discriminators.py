@@ -16,7 +16,8 @@ __all__ = ['Discriminators']
 class Discriminators:
     "Mixed into a trainer (a callback): the discriminators in the attributes `d_names`, built when missing, and their one optimizer `d_opt`"
     d_names = ()   # the attributes holding the discriminators
-    d_opt_func, channels_last, compile, spectral_norm = None, False, False, False   # the trainer's options: D's optimizer, memory format, compilation, spectral norm
+    # the trainer's options: D's optimizer, memory format, compilation, spectral norm
+    d_opt_func, channels_last, compile, spectral_norm = None, False, False, False
     def __init__(self, *args, **kwargs):
         self.d_opt, self._plists, self._shared = None, {}, set()   # parameter lists of this fit; discriminators shared in it
         super().__init__(*args, **kwargs)
@@ -32,8 +33,9 @@ class Discriminators:
             if D is not None: speed_up(D.to(device).train(), self.channels_last, self.compile)
 
     def setup_discriminators(self, in_chs:dict|None=None):
-        "The discriminators (building the missing ones for `in_chs[name]` input channels, spectrally normalised if asked), the same on every process, and their one optimizer"
-        if self.spectral_norm and self.d_opt is None:   # the given ones, before their optimizer is made (once: normalised layers are left alone)
+        "The discriminators, the missing ones built for `in_chs[name]` input channels, the same on every process; their optimizer"
+        # the given ones, before their optimizer is made (once: normalised layers are left alone)
+        if self.spectral_norm and self.d_opt is None:
             for D in self.discriminators.values():
                 if D is not None: spectral_norm_d(D)
         for k, D in self.discriminators.items():
@@ -65,8 +67,8 @@ class Discriminators:
     def discriminators_state(self):
         "The discriminators, the input channels to build them again, and their optimizer"
         ds = self.discriminators
-        return dict(discriminators={k: state_or_none(D) for k, D in ds.items()}, d_in_ch={k: getattr(D, 'in_ch', None) for k, D in ds.items()},
-                    d_opt=state_or_none(self.d_opt))
+        return dict(discriminators={k: state_or_none(D) for k, D in ds.items()},
+                    d_in_ch={k: getattr(D, 'in_ch', None) for k, D in ds.items()}, d_opt=state_or_none(self.d_opt))
 
     def load_discriminators_state(self, sd, with_opt:bool=True):
         "Load `discriminators_state()`, building the missing discriminators first"

@@ -57,8 +57,9 @@ def _bring_learner_class(learn, cls, warn:bool=False):
                              f"not the discriminators (derive it from `{cls.__name__}`)", stacklevel=3)
 
 class FastaiEvents(Callback):
-    "The fastai events a GAN trainer needs beside its v1 ones: `DistributedGAN` beside it, a plain `Learner` made an `AdversarialLearner`, fastai's smoothed losses to the host once per epoch"
-    learner_class = None   # what a plain `Learner` becomes, for `save` and `load` that keep the discriminators: `AdversarialLearner`, set where it is defined
+    "The fastai events a GAN trainer needs beside its v1 ones: `after_create`, `before_fit`, `after_train`"
+    # what a plain `Learner` becomes, for `save` and `load` that keep the discriminators: `AdversarialLearner`, set where it is defined
+    learner_class = None
     def after_create(self):
         _bring_distributed_gan(self.learn)
         _bring_learner_class(self.learn, self.learner_class, warn=True)
@@ -73,7 +74,7 @@ class FastaiEvents(Callback):
 
 # %% ../nbs/08a_gan.ipynb #dda28cb3
 class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallback):
-    "Base of the GAN trainers: the v1 events of an iteration and the state, composed of discriminators, steps, precision, guard and loss log"
+    "Base of the GAN trainers: the v1 events of an iteration and the state, composed of the trainer's parts"
     g_cols, d_cols = (), ()   # the loss columns, given by each trainer
     def __init__(self, d_opt_func=None,          # the discriminators' optimizer; defaults to the Learner's `opt_func`
                  d_lr_mult:float=1.,       # D's lr relative to the Learner's scheduled lr
@@ -126,7 +127,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         self.loss_log.reset(); self.guard.reset()
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Free last step's gradients and copy G's statistics (training) or enter the paper's test mode (validation, if asked); enter autocast"
+        "Free last step's gradients and copy G's statistics (training) or enter the test mode (validation); enter autocast"
         if train:
             self.accumulation.batch(last_target)
             if self.accumulation.first:
@@ -144,7 +145,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         return skip_update(skip_zero=self.accumulation.active)
 
     def end_iteration(self, bad, losses, epoch:int, batch:int, *stats):
-        "After the updates: a skipped iteration leaves no trace (`stats`: `norm_stats` copies of the discriminators), the losses are logged, the flag counted"
+        "After the updates: a skipped iteration undone (`stats`: D's `norm_stats`), the losses logged, the flag counted"
         forget_if(self.learn, bad, self._g_stats, *stats)
         self.iteration_skipped = bad   # for the callbacks after the trainer (`GeneratorEMA`)
         self.loss_log.log(bad, *losses)

@@ -64,7 +64,7 @@ def forget_if(learn, bad, *stats):
 
 # %% ../nbs/08e_guard.ipynb #2ce8d045
 class NonFiniteGuard:
-    "Counts a fit's skipped iterations from flags kept on the device, read every `check_every` batches and at each epoch's end; stops after `max_nonfinite` in a row"
+    "Counts a fit's skipped iterations from flags on the device; stops the fit after `max_nonfinite` in a row"
     def __init__(self, max_nonfinite:int|None=3, check_every:int=100, who:str='The trainer'):
         store_attr(); self.reset(); self.flags = None
 

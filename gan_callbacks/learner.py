@@ -22,7 +22,7 @@ __all__ = ['AdversarialLearner']
 
 # %% ../nbs/08j_learner.ipynb #fa290a11
 class AdversarialLearner(Learner):
-    "A `Learner` whose everyday tools know its GAN trainer: `save`/`load` keep the discriminators, `summary` shows them, `predict` and `show_results` translate"
+    "A `Learner` whose `save`, `load`, `summary`, `predict` and `show_results` know its GAN trainer"
     def save(self, file, with_opt=True, pickle_protocol=DEFAULT_PROTOCOL):
         "fastai's `save`, with the discriminators; with `with_opt`, also their optimizer and the trainer's state (smoothed losses, pools, ...)"
         t = find_trainer(self)
@@ -42,7 +42,8 @@ class AdversarialLearner(Learner):
         fn = join_path_file(file, self.path/self.model_dir, ext='.pth')
         if device is None and hasattr(self.dls, 'device'): device = self.dls.device
         distrib_barrier()
-        with torch.serialization.safe_globals([L]): state = torch.load(fn, map_location=device, weights_only=True)   # fastai's optimizers keep `L`s
+        with torch.serialization.safe_globals([L]):   # fastai's optimizers keep `L`s
+            state = torch.load(fn, map_location=device, weights_only=True)
         if not (isinstance(state, dict) and 'gan' in state):
             warnings.warn(f"{fn} holds no discriminators (saved by fastai's `save`, or before they were kept): loading the generator only")
             return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
@@ -69,7 +70,7 @@ class AdversarialLearner(Learner):
         return PrettyString(res)
 
     def predict(self, item, rm_type_tfms=None, with_input=False):
-        "Translate one image (`Path`, `str` or PIL image, whole, at its size) in the model's `direction`: (decoded, translation, translation)"
+        "Translate one image (`Path`, `str` or PIL image) in the model's `direction`: (decoded, translation, translation)"
         if getattr(self.dls, 'n_inp', 1) < 2: return super().predict(item, rm_type_tfms, with_input)
         dl = self.dls.test_dl([item], rm_type_tfms=rm_type_tfms, num_workers=0)
         inp, preds, _, dec_preds = self.get_preds(dl=dl, with_input=True, with_decoded=True)
@@ -95,7 +96,7 @@ FastaiEvents.learner_class = AdversarialLearner   # a plain `Learner` with a tra
 
 # %% ../nbs/08j_learner.ipynb #99b35ca0
 def trainer_options(trainer_cls, kwargs:dict, trainer_kwargs:dict|None=None):
-    "Split a learner function's `kwargs`: those naming options of `trainer_cls` (added to `trainer_kwargs`) for the trainer, the rest for the `Learner`"
+    "Split `kwargs` into the options of `trainer_cls` (added to `trainer_kwargs`) and the rest, for the `Learner`"
     names = inspect.signature(trainer_cls).parameters
     return {**(trainer_kwargs or {}), **{k: kwargs.pop(k) for k in list(kwargs) if k in names}}, kwargs
 

@@ -59,7 +59,7 @@ class LossLog:
 
 # %% ../nbs/08f_loss_log.ipynb #dbb1a1e6
 def direct_trackers(learn, lower:dict):
-    "Tell `learn`'s fastai trackers (`SaveModelCallback`, `EarlyStoppingCallback`, ...) which way the columns of `lower` improve (`True`: lower is better)"
+    "Tell `learn`'s fastai trackers which way the columns of `lower` improve (`True`: lower is better)"
     for cb in learn.cbs:
         if isinstance(cb, TrackerCallback) and cb.monitor in lower: point_tracker(cb, lower[cb.monitor])
 

@@ -16,12 +16,13 @@ __all__ = ['NumberHypers', 'GroupHypers', 'pix2pix_adam', 'linear_decay_schedule
 
 # %% ../nbs/08k_optim.ipynb #64c889ef
 class NumberHypers(OptimWrapper):
-    "fastai's `OptimWrapper` whose `hypers` are the numbers only: PyTorch's switches (`foreach=None`, `fused`, ...) are no hyper-parameters, and loggers write each one as a number"
+    "fastai's `OptimWrapper` whose `hypers` are the numbers only, without PyTorch's switches (`foreach=None`, `fused`, ...)"
     @property
-    def hypers(self): return [GroupHypers(_numbers(pg, self.fwd_map), pg, self.bwd_map) for pg in self.opt.param_groups]   # read several times a batch
+    def hypers(self):   # read several times a batch
+        return [GroupHypers(_numbers(pg, self.fwd_map), pg, self.bwd_map) for pg in self.opt.param_groups]
 
 class GroupHypers(dict):
-    "The numbers of a param group by fastai's names; setting one sets it in the group, as setting it in a fastai `Optimizer`'s `hypers` does (`ReduceLROnPlateau`)"
+    "The numbers of a param group by fastai's names; setting one sets it in the group, as in a fastai `Optimizer`"
     def __init__(self, d, pg, bwd_map): super().__init__(d); self.pg, self.bwd_map = pg, bwd_map
     def __setitem__(self, k, v):
         super().__setitem__(k, v)
@@ -31,7 +32,7 @@ class GroupHypers(dict):
 def _number(v): return isinstance(v, (int, float)) and not isinstance(v, bool)
 
 def _numbers(pg, names):
-    "The numbers of PyTorch param group `pg` by their fastai `names`, tuples spread as fastai's `detuplify_pg` does (`betas` -> `mom`, `sqr_mom`)"
+    "The numbers of PyTorch param group `pg` by their fastai `names`, tuples spread (`betas` -> `mom`, `sqr_mom`)"
     res = {}
     for k, v in pg.items():
         if k == 'params': continue
@@ -59,6 +60,6 @@ def linear_decay_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
 
 @patch
 def fit_gan(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, schedule=linear_decay_schedule, **kwargs):
-    "Fit with the papers' schedule: constant `lr` for `n_epochs`, then linear decay over `n_epochs_decay` (`schedule(lr, n_epochs, n_epochs_decay)`)"
+    "Fit with the papers' schedule: constant `lr` for `n_epochs`, then linear decay over `n_epochs_decay`"
     sched = ParamScheduler({'lr': schedule(lr, n_epochs, n_epochs_decay)})
     self.fit(n_epochs + n_epochs_decay, lr, cbs=L(cbs) + sched, **kwargs)

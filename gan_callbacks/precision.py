@@ -32,7 +32,7 @@ def maybe_autocast(device_type:str, dtype=None):
     return torch.autocast(device_type, dtype=dtype) if dtype else nullcontext()
 
 class FitPrecision:
-    "A trainer's precision: the autocast dtype the Learner asked for, on its device type, and under fp16 one `GradScaler` per optimizer in `names`"
+    "A trainer's precision: the Learner's autocast dtype on its device type; under fp16 a `GradScaler` per optimizer in `names`"
     def __init__(self, names=('g', 'd')): self.names, self.device_type, self.dtype, self.scalers = tuple(names), 'cpu', None, {}
 
     def setup(self, learn):
@@ -65,7 +65,7 @@ def check_compilable(m, compile:bool|dict=True):
                          "or pass compile={'backend': 'aot_eager'}")
 
 def speed_up(m, channels_last:bool=False, compile:bool|dict=False):
-    "Module `m` in channels_last memory format and/or with its forward compiled in place (`nn.Module.compile`, `compile` a dict: its arguments; pickling drops it)"
+    "Module `m` in channels_last memory format and/or with its forward compiled in place (`compile` a dict: its arguments)"
     if m is None: return m
     if channels_last: m.to(memory_format=torch.channels_last)
     if compile and not is_compiled(m):

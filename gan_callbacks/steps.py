@@ -18,7 +18,7 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
          update:bool=True,     # `False`: backward only, the gradients accumulate for a later update
          bad=None,             # the flag of the backwards accumulated since the last update
          norm_type:float=2.):  # the norm that `clip` bounds
-    "Backward `loss` and step `opt` (or each of a list of optimizers) unless the loss (or, when clipped or checked, the gradient norm) is not finite; returns that flag, on the device"
+    "Backward `loss` and step `opt` (or a list of optimizers) unless it is not finite; returns that flag, on the device"
     bad = ~torch.isfinite(loss.detach()) if bad is None else bad | ~torch.isfinite(loss.detach())
     opts = list(opt) if isinstance(opt, (list, tuple)) else [opt]
     topts = [getattr(o, 'opt', o) for o in opts]   # the PyTorch optimizers inside fastai's `OptimWrapper`
@@ -75,7 +75,7 @@ class Accumulation:
 
 # %% ../nbs/08c_steps.ipynb #21c6787b
 def follow_schedule(opt, learn, lr_mult:float=1., adjust=None):
-    "Give optimizer `opt` the lr (times `lr_mult`), mom and wd of `learn`'s optimizer for this batch, where they differ; `adjust` (e.g. `lazy_hypers`) changes them, and sqr_mom with them, first"
+    "Give optimizer `opt` this batch's lr (times `lr_mult`), mom and wd of `learn`'s optimizer, changed by `adjust` if given"
     g, d = learn.opt.hypers[-1], opt.hypers[0]
     keys = ('lr', 'mom', 'wd') + (('sqr_mom',) if adjust is not None else ())
     want = {k: float(g[k] * lr_mult if k == 'lr' else g[k]) for k in keys if k in g and k in d}
@@ -98,7 +98,7 @@ from fastai.callback.training import GradientAccumulation, GradientClip
 class Updates:
     "The G and D updates of a trainer: fastai's accumulation and clipping honoured, D on the Learner's schedule, the stabilizers' hooks"
     def read_fastai_tools(self):
-        "fastai's `GradientAccumulation` (its `n_acc`) and `GradientClip` (its `max_norm`, `norm_type`) among the Learner's callbacks, for this fit"
+        "Read fastai's `GradientAccumulation` and `GradientClip` among the Learner's callbacks, for this fit"
         acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))
         clip = first(cb for cb in self.learn.cbs if isinstance(cb, GradientClip))
         self.accumulation.reset(None if acc is None else acc.n_acc)
@@ -108,7 +108,7 @@ class Updates:
         self.fastai_clip = None if clip is None else (clip.max_norm, clip.norm_type)
 
     def g_clip(self):
-        "G's max gradient norm and its norm type: `clip_g`, or fastai's `GradientClip` (which clips the Learner's model), the smaller of the two"
+        "G's max gradient norm and its norm type: the smaller of `clip_g` and fastai's `GradientClip`"
         if self.fastai_clip is None: return self.clip_g, 2.
         m, norm_type = self.fastai_clip
         return (m if self.clip_g is None else min(m, self.clip_g)), norm_type
@@ -120,7 +120,8 @@ class Updates:
     def step_g(self, loss):
         "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
         clip, norm_type = self.g_clip()
-        return self.accumulation.step('g', loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), clip, self.check_grads, norm_type)
+        return self.accumulation.step('g', loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), clip, self.check_grads,
+                                      norm_type)
 
     def step_d(self, loss):
         "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
@@ -132,7 +133,7 @@ class Updates:
         return self.stabilizers.augment(x, n_cond) if self.training else x
 
     def d_regularize(self, *ds):
-        "After a D update, on due D steps: a D step on the lazy R1/R2 penalty of each `(D, real, fake[, cond])`, outside autocast; its skipped flag, or `False`"
+        "After a D update, when due: a D step on the lazy R1/R2 penalty of each `(D, real, fake[, cond])`; its skipped flag"
         loss = self.stabilizers.penalty(*ds)
         if loss is None: return False
         self.d_opt.zero_grad()

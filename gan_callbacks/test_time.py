@@ -61,7 +61,7 @@ def kept_rng(device=None):
 
 @torch.no_grad()
 def run_generator(G:nn.Module, x:torch.Tensor, test_mode:str=default_test_mode, bs:int|None=None):
-    "`G(x)` on `G`'s device in `test_mode` ('eval' or 'paper'), `bs` images at a time (default all): every layer's mode and the random generators as they were"
+    "`G(x)` on `G`'s device in `test_mode`, `bs` images at a time; every layer's mode and the random state put back"
     if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
     dev = model_device(G)
     with kept_rng(dev), eval_mode(G), (paper_test_mode(G) if test_mode == 'paper' else nullcontext()):
@@ -85,7 +85,7 @@ def output_range(G:nn.Module):
     return (-1., 1.) if last and isinstance(last[-1], nn.Tanh) else None
 
 def check_image_range(G:nn.Module, *images, what='targets'):
-    "Fail when `images` (what `G` must produce) go well outside `G`'s range; warn when they look like [0, 1] images for a tanh (one host read)"
+    "Fail when `images` (what `G` must produce) go well outside `G`'s range; warn when they look like [0, 1] images for a tanh"
     rng = output_range(G)
     if rng is None or not images: return
     lo, hi = torch.stack([torch.stack(t.detach().float().aminmax()) for t in images]).T.tolist()
@@ -93,6 +93,7 @@ def check_image_range(G:nn.Module, *images, what='targets'):
                                      "(fastai's `ImageBlock` alone gives [0, 1]; `Pix2pixDataLoaders` and `UnpairedDataLoaders` do it)")
     margin = (rng[1] - rng[0]) / 4   # room for augmentation noise; ImageNet statistics or 0-255 pixels go further
     if lo < rng[0] - margin or hi > rng[1] + margin:
-        raise ValueError(f"The {what} range from {lo:.3g} to {hi:.3g}, outside the generator's tanh range [-1, 1], which it can never reach: {fix}")
+        raise ValueError(f"The {what} range from {lo:.3g} to {hi:.3g}, outside the generator's tanh range [-1, 1], "
+                         f"which it can never reach: {fix}")
     if lo >= 0: warnings.warn(f"The {what} of the first batch are all in [0, {hi:.3g}], the generator's tanh gives [-1, 1]: "
                               f"if they are [0, 1] images, {fix}", stacklevel=2)
