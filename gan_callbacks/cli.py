@@ -71,7 +71,7 @@ def _label_maps(s, label_nc):
     if label_nc is None: return s
     if s.get('label_nc') not in (None, label_nc): raise CLIError(f"--label-nc {label_nc}: the model says it takes {s['label_nc']} classes")
     try: return with_label_maps(s, label_nc)
-    except ValueError as e: raise CLIError(f"--{e}".replace('label_nc', 'label-nc', 1)) from None
+    except ValueError as e: raise CLIError(str(e).replace(f'label_nc={label_nc}', f'--label-nc {label_nc}', 1)) from None
 
 def _instance_maps(model, s, files, instances):
     "The instance map of each label map in `files` (`None`s when the model takes none): `instances`/name, checked before anything runs"

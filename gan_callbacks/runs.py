@@ -25,6 +25,7 @@ from .inference import from_pil, translate_batch, test_mode_of, reference_test_m
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
+from .labels import label_inputs
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
 from .swd_metric import SWD
 from .ema import find_ema
@@ -149,7 +150,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits)),
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits), **label_inputs(learn.dls)),
                        scores=summary, sample=grid.files[-1],
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                                      crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed,
