@@ -48,8 +48,8 @@ class TensorLabelInput(TensorImageBase):
     "A batch of encoded label maps: `label_nc` one-hot channels, then the instance boundaries if any"
 
 def colour_labels(x:torch.Tensor, label_nc:int) -> torch.Tensor:
-    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show"
-    ids = x[:, :label_nc].argmax(1).cpu() % 256
+    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show: a plain tensor"
+    ids = x[:, :label_nc].as_subclass(Tensor).argmax(1).cpu() % 256
     return (_palette[ids].permute(0, 3, 1, 2) / 127.5 - 1).to(x.device)
 
 def _read_ids(fn, what:str, label_nc:int|None=None):

@@ -554,7 +554,11 @@ def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
     assert hist[0].split(',')[3:7] == ['g_gan', 'g_gan_feat', 'd_real', 'd_fake'] and len(hist) == 3
     G = load_generator(out/'generator', device='cpu')
     assert isinstance(G, GlobalGenerator) and G.in_ch == 9
-    assert json.loads((out/'generator'/'config.json').read_text())['training']['model'] == 'pix2pixhd'
+    cfg = json.loads((out/'generator'/'config.json').read_text())
+    assert cfg['training']['model'] == 'pix2pixhd'
+    assert (cfg['label_nc'], cfg['instance']) == (8, True)   # what translate needs to encode label files as training did
+    assert cli(['translate', '--model', out/'generator', '--input', data/'val_label', '--instances', data/'val_inst', '--output', tmp_path/'t']) == 0
+    assert len(list((tmp_path/'t').glob('*.png'))) == 2
     assert cli(['train', '--model', 'pix2pixhd', '--data', data, '--out', tmp_path/'o2', '--label-nc', 8, '--load-size', 40,
                 '--n-downsampling', 4]) != 0
     assert 'multiples of 16' in capsys.readouterr().err
@@ -637,6 +641,20 @@ def test_label_model_without_instances_and_the_app_helper(tmp_path):
     assert np.array_equal(np.asarray(Image.open(page)), np.asarray(Image.open(tmp_path/'o'/n)))
     Image.new('RGB', (32, 32)).save(tmp_path/'photo.png')
     with pytest.raises(AppError, match='photo.png: label map photo.png has 3 channels'): translate_upload(G, s, tmp_path/'photo.png', out_dir=tmp_path/'page')
+
+def test_loggers_show_label_maps_in_colour(tmp_path):
+    "TensorBoard's and W&B's grid: a label map's classes in colour (not its first one-hot channels) | translation | photo"
+    from gan_callbacks.loggers import GANLogger
+    from gan_callbacks.labels import colour_labels
+    class Grids(GANLogger):
+        def scalars(self, values, step): pass
+        def image(self, tag, im, step): self.got = im
+    learn, _ = label_model(tmp_path)
+    cb = Grids(n_images=1)
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3, cbs=cb)
+    x = cb.images[0]
+    h, w = x.shape[-2:]
+    torch.testing.assert_close(cb.got[:, 2:2+h, 2:2+w], (colour_labels(x, 5)[0].float().cpu() + 1) / 2)
 
 def test_image_input_pix2pixhd_translates_like_pix2pix(tmp_path):
     "label_nc=0: the model folder says nothing of labels and translate reads photos, as for pix2pix"
