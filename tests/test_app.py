@@ -93,6 +93,19 @@ def test_page_translates_like_the_command_line(served, tmp_path):
         finally: browser.close()
 
 
+def upload_pair(page, fn, inst, tries=4):
+    "Put label map `fn` and instance map `inst` in their upload boxes; on a page that does not take them within 30 s, reload it and try again"
+    from playwright.sync_api import TimeoutError as Timeout
+    for i in range(tries):
+        if i: page.reload(); page.wait_for_load_state('networkidle')
+        try:
+            for box, f in (('#upload', fn), ('#instances', inst)):
+                page.set_input_files(f'{box} input[type=file]', str(f))
+                page.locator(box).get_by_text(f.name).first.wait_for(timeout=30_000)
+            return
+        except Timeout: continue
+    raise AssertionError(f"the upload boxes never showed {fn.name} and {inst.name}")
+
 @needs_chromium
 def test_page_translates_label_maps_like_the_command_line(tmp_path):
     "A pix2pixHD model trained on label maps and instance maps: the page takes both, gives the command's file, and refuses a photo in one line"
@@ -115,18 +128,14 @@ def test_page_translates_label_maps_like_the_command_line(tmp_path):
             page.set_default_timeout(120_000)
             page.goto(url); page.wait_for_load_state('networkidle')
             assert 'Drop a label map (a single-channel PNG of class ids 0 to 3) and its instance map' in page.content()
-            upload(page, tmp_path/'map.png')
-            page.set_input_files('#instances input[type=file]', str(tmp_path/'inst.png'))
-            page.locator('#instances').get_by_text('inst.png').first.wait_for(timeout=30_000)
+            upload_pair(page, tmp_path/'map.png', tmp_path/'inst.png')
             page.click('#translate')
             page.locator('#status').get_by_text('Translated map.png').wait_for(timeout=120_000)
             link = page.locator('#download a').first
             (tmp_path/'got.png').write_bytes(page.request.get(link.get_attribute('href')).body())
             assert np.array_equal(np.asarray(Image.open(tmp_path/'got.png')), want)
             page.reload(); page.wait_for_load_state('networkidle')
-            upload(page, tmp_path/'photo.png')
-            page.set_input_files('#instances input[type=file]', str(tmp_path/'inst.png'))
-            page.locator('#instances').get_by_text('inst.png').first.wait_for(timeout=30_000)
+            upload_pair(page, tmp_path/'photo.png', tmp_path/'inst.png')
             page.click('#translate')
             page.locator('#status').get_by_text('photo.png: label map photo.png has 3 channels').wait_for(timeout=120_000)
             assert 'Traceback' not in page.content()
