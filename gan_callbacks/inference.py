@@ -220,6 +220,8 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         tile = _tile_for(x, tile)
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
+    if s['in_ch'] not in image_modes: raise ValueError(f"{Path(fn).name}: the generator takes {s['in_ch']} channels, more than an image of this kind has "
+                                                       "(a 16-bit TIFF or .npy can; for a pix2pixHD model of label maps, give their number of classes: --label-nc)")
     im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
                          keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
     fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')

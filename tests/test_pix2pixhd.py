@@ -626,6 +626,8 @@ def test_translate_refuses_what_is_no_label_map_of_the_model(tmp_path, capsys):
     assert cli(['export', '--model', folder, '--format', 'reference', '--out', tmp_path/'G.pth']) == 0   # a file that does not say what its inputs are
     assert cli(['translate', '--model', tmp_path/'G.pth', '--input', tmp_path/'label', '--output', tmp_path/'o', '--label-nc', 9]) == 2
     assert '--label-nc 9: the generator takes 6 channels, so label_nc must be 6 or 5' in capsys.readouterr().err
+    assert cli(['translate', '--model', tmp_path/'G.pth', '--input', tmp_path/'label', '--output', tmp_path/'o']) == 2
+    assert 'the generator takes 6 channels' in (err := capsys.readouterr().err) and '--label-nc' in err and len(err.splitlines()) == 1
 
 def test_label_model_without_instances_and_the_app_helper(tmp_path):
     "Label maps alone (no instance maps): translate takes no --instances; the app's `translate_upload` gives the command's file"
