@@ -204,7 +204,7 @@ def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None,
 
 def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
                    direction='AtoB', tile=None, overlap=64, inst=None):
-    "Translate image file (or label map `fn` and instance map `inst`) `fn` with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+    "Translate image file `fn` (a label map, with instance map `inst`, for a label-map model) with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
     g = generator_of(G, direction)
     s = _own_settings(g, settings)
     mode = test_mode or s['test_mode']

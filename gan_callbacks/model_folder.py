@@ -65,8 +65,8 @@ def _build(cfg, sd, source):
     G.load_state_dict(sd)
     return G
 
-_normalization = dict(range=[-1.0, 1.0], mean=0.5, std=0.5, bit_depth=8)
-_hd_archs = ('GlobalGenerator', 'LocalEnhancer')   # pix2pixHD's generators   # pixels p of maximum m enter as (p/m - mean)/std
+_normalization = dict(range=[-1.0, 1.0], mean=0.5, std=0.5, bit_depth=8)   # pixels p of maximum m enter as (p/m - mean)/std
+_hd_archs = ('GlobalGenerator', 'LocalEnhancer')   # pix2pixHD's generators
 
 def _is_model_folder(p):
     try: return json.loads((p/config_file).read_text()).get('library_name') == 'gan_callbacks'

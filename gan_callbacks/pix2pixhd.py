@@ -131,8 +131,9 @@ def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Modul
     g_kwargs = {k: kwargs[k] for k in kwargs if k in g_names}
     trainer_kwargs, kwargs = trainer_options(Pix2pixHDTrainer, kwargs, trainer_kwargs)
     for k in g_kwargs: kwargs.pop(k, None)
+    sizes = sorted(set(g_kwargs) - {'norm'})
     if generator is None: generator = hd_generators[netG](getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), **g_kwargs)
-    elif set(g_kwargs) - {'norm'}: raise ValueError(f"{', '.join(sorted(set(g_kwargs) - {'norm'}))} build the generator when none is given: pass them to its class")
+    elif sizes: raise ValueError(f"{', '.join(sizes)} build the generator when none is given: pass them to its class")
     trainer = Pix2pixHDTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
