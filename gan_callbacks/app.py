@@ -49,17 +49,23 @@ def _request_dir(folder, keep=8):
     for p in olds[:max(len(olds) - keep + 1, 0)]: shutil.rmtree(p, ignore_errors=True)
     return folder/uuid.uuid4().hex
 
-def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit):
-    "Translate uploaded image file `fn` as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
+def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit, inst=None):
+    "Translate uploaded image file `fn` (a label map, and instance map `inst`, for a label-map model) as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
     w, h = check_upload(fn, max_pixels)
+    if settings.get('instance'):
+        if inst is None: raise AppError("Drop the label map's instance map too: this model was trained with instance maps.")
+        check_upload(inst, max_pixels)
+    else: inst = None   # an image model, or labels without instances: nothing more to read
     if out_dir is None and not _outputs: _outputs.append(_app_folder())
     out_dir = Path(out_dir or _request_dir(_outputs[0])); out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir/f"{Path(fn).stem}_{direction}.png"
     t = None if tile == tile_choices[0] else int(tile)
     if t is None and w * h > whole_max_pixels: t = 512   # a large image whole would take the network's memory times its size
-    try: return translate_file(model, settings, fn, out, direction=direction, tile=t)
+    try: return translate_file(model, settings, fn, out, direction=direction, tile=t, inst=inst)
     except (OSError, ValueError) as e:   # said with the upload's name, not the server's paths
-        raise AppError(f"{Path(fn).name}: {str(e).replace(str(fn), Path(fn).name).replace(str(Path(fn).parent), '')}") from None
+        msg = str(e)
+        for f in (fn, inst) if inst is not None else (fn,): msg = msg.replace(str(f), Path(f).name).replace(str(Path(f).parent), '')
+        raise AppError(f"{Path(fn).name}: {msg}") from None
 
 # %% ../nbs/11d_app.ipynb #5826e152
 def make_app(model, max_pixels:int=upload_limit):
@@ -70,16 +76,19 @@ def make_app(model, max_pixels:int=upload_limit):
     try: import gradio as gr
     except ImportError: raise InteropError('the app needs Gradio: pip install "gan_callbacks[app]"') from None
     G, s = read_generator(model)
-    directions = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB']
-    def run(fn, direction, tile):
-        try: out = translate_upload(G, s, fn, direction, tile, out_dir=_request_dir(folder/'translations'), max_pixels=max_pixels)
+    directions, n_cls = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB'], s.get('label_nc')
+    def run(fn, direction, tile, inst=None):
+        try: out = translate_upload(G, s, fn, direction, tile, out_dir=_request_dir(folder/'translations'), max_pixels=max_pixels, inst=inst)
         except AppError as e: return None, None, f"**Could not translate:** {e}"
         return str(out), str(out), f"Translated {Path(fn).name} ({direction}, {tile if tile == tile_choices[0] else tile + ' px tiles'})."
     with gr.Blocks(title=f'gan_callbacks: {Path(model).name}', delete_cache=(600, 3600)) as app:   # uploads older than an hour go
-        gr.Markdown(f"# {Path(model).name}\nDrop an image, pick the direction and the tile size, and translate it.")
+        what = (f"a label map (a single-channel PNG of class ids 0 to {n_cls - 1})" + (" and its instance map" if s.get('instance') else '')
+                if n_cls else 'an image')
+        gr.Markdown(f"# {Path(model).name}\nDrop {what}, pick the direction and the tile size, and translate it.")
         with gr.Row():
             with gr.Column():
-                src = gr.File(label='Image', file_count='single', type='filepath', elem_id='upload')
+                src = gr.File(label='Label map' if n_cls else 'Image', file_count='single', type='filepath', elem_id='upload')
+                insts = [gr.File(label='Instance map', file_count='single', type='filepath', elem_id='instances')] if s.get('instance') else []
                 direction = gr.Radio(directions, value='AtoB', label='Direction', interactive=len(directions) > 1, elem_id='direction')
                 tile = gr.Radio(list(tile_choices), value=tile_choices[0], label='Tile size (for large images)', elem_id='tile')
                 go = gr.Button('Translate', variant='primary', elem_id='translate')
@@ -87,7 +96,7 @@ def make_app(model, max_pixels:int=upload_limit):
                 shown = gr.Image(label='Translation', type='filepath', format='png', interactive=False, elem_id='output')
                 download = gr.File(label='Download', interactive=False, elem_id='download')
                 status = gr.Markdown(elem_id='status')
-        go.click(run, [src, direction, tile], [shown, download, status])
+        go.click(run, [src, direction, tile, *insts], [shown, download, status])
     return app.queue(default_concurrency_limit=1, max_size=32)   # one translation at a time: memory for one
 
 def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=upload_limit):

@@ -16,7 +16,7 @@ from .safety import CheckpointError, stop_on_sigterm
 from .guard import NonFiniteError
 from .images import set_max_pixels
 from .checkpoint import WeightsNotFinite
-from .inference import translate_file, image_exts, translate_preprocesses, test_modes, reference_test_mode, max_whole_pixels, auto_tile
+from .inference import translate_file, with_label_maps, image_exts, translate_preprocesses, test_modes, reference_test_mode, max_whole_pixels, auto_tile
 from .losses import gan_modes
 from .cut import cut_modes
 from .evaluation import evaluate
@@ -35,8 +35,8 @@ __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
 
 # %% ../nbs/07_cli.ipynb #dbac598c
 def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
-              direction='AtoB', tile=None, overlap=64, trust_pickle=False):
-    "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`"
+              direction='AtoB', tile=None, overlap=64, trust_pickle=False, instances=None, label_nc=None):
+    "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`; label maps (and `instances`) for a label-map model"
     model, input = Path(model), Path(input)
     if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
@@ -54,14 +54,38 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
         raise CLIError(f"--direction BtoA: {model} holds one generator ({type(G).__name__}), which translates A -> B only; "
                        "a CycleGAN model (G_A and G_B) translates both ways")
+    s = _label_maps(s, label_nc)
+    insts = _instance_maps(model, s, files, instances)
     output = make_out_dir(output)
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
-                            network_size=network_size, direction=direction, tile=tile, overlap=overlap)
-        except OSError as e: raise CLIError(str(e) if str(e).startswith(('Cannot read image', 'Cannot write')) else f"cannot read image {f}: {e}")
+                            network_size=network_size, direction=direction, tile=tile, overlap=overlap, inst=insts[i])
+        except OSError as e: raise CLIError(str(e) if str(e).startswith(('Cannot read', 'Cannot write')) else f"cannot read image {f}: {e}")
+        except ValueError as e: raise CLIError(str(e)) from None   # e.g. a label map with an id of no class, or a photo given to a label-map model
         except KeyboardInterrupt as e: raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/", code=how_stopped(e)[1]) from None
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
+
+def _label_maps(s, label_nc):
+    "Settings `s`, told by `--label-nc` that the generator takes label maps (what a reference file cannot say); checked"
+    if label_nc is None: return s
+    if s.get('label_nc') not in (None, label_nc): raise CLIError(f"--label-nc {label_nc}: the model says it takes {s['label_nc']} classes")
+    try: return with_label_maps(s, label_nc)
+    except ValueError as e: raise CLIError(str(e).replace(f'label_nc={label_nc}', f'--label-nc {label_nc}', 1)) from None
+
+def _instance_maps(model, s, files, instances):
+    "The instance map of each label map in `files` (`None`s when the model takes none): `instances`/name, checked before anything runs"
+    if not s.get('instance'):
+        if instances is not None: raise CLIError(f"--instances: {model} takes no instance maps" + ('' if s.get('label_nc') else ', it translates images'))
+        return [None] * len(files)
+    if instances is None: raise CLIError(f"--model {model} takes an instance map with each label map (it was trained with them): give "
+                                         "--instances, a folder of instance maps named as the label maps (or the file, for one label map)")
+    instances = Path(instances)
+    insts = [instances] if instances.is_file() and len(files) == 1 else [instances/f.name for f in files]
+    missing = [(p, f) for p, f in zip(insts, files) if not p.is_file()]
+    if missing: raise CLIError(f"--instances {instances}: no {missing[0][0].name}, the instance map of label map {missing[0][1]}"
+                               + (f" ({len(missing) - 1} more missing)" if len(missing) > 1 else ''))
+    return insts
 
 # %% ../nbs/07_cli.ipynb #d424cf80
 @delegates(serve)
@@ -218,6 +242,10 @@ def _parser():
     r.add_argument('--overlap', type=int, default=_defaults['translate'].overlap, help="pixels shared by neighbouring tiles")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
+    r.add_argument('--instances', metavar='DIR', help="a label-map model trained with instance maps: the folder of instance maps, "
+                   "named as the label maps in --input (or the file, for one label map)")
+    r.add_argument('--label-nc', type=int, help="a reference pix2pixHD latest_net_G.pth: the classes of its label maps (a model folder "
+                   "or generator.pkl knows them)")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
     r.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     r.add_argument('--max-pixels', type=int, default=None, help=pixels)

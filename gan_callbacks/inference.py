@@ -16,13 +16,14 @@ from .safety import atomic_write
 from .internals import ConvBase
 from .test_time import test_modes, default_test_mode, eval_mode, model_device, kept_rng, run_generator
 from .gan import find_trainer
+from .labels import label_inputs, encode_label_files
 
 # %% auto #0
 __all__ = ['preprocesses', 'reference_test_mode', 'generator', 'translate_preprocesses', 'max_whole_pixels', 'auto_tile',
-           'to_pil', 'from_pil', 'reference_resize', 'test_mode_of', 'generator_settings', 'pad_to_multiple',
-           'tile_starts', 'blend_ramp', 'run_padded', 'run_tiled', 'generator_of', 'translate_image', 'translate_file',
-           'translate_batch', 'test_modes', 'default_test_mode', 'eval_mode', 'model_device', 'kept_rng',
-           'run_generator']
+           'to_pil', 'from_pil', 'reference_resize', 'reference_size', 'test_mode_of', 'generator_settings',
+           'pad_to_multiple', 'tile_starts', 'blend_ramp', 'run_padded', 'run_tiled', 'generator_of', 'translate_image',
+           'with_label_maps', 'translate_labels', 'translate_file', 'translate_batch', 'test_modes',
+           'default_test_mode', 'eval_mode', 'model_device', 'kept_rng', 'run_generator']
 
 # %% ../nbs/11c_inference.ipynb #02f27398
 def to_pil(t):
@@ -51,11 +52,14 @@ _all_ = ['test_modes', 'default_test_mode', 'eval_mode', 'model_device', 'kept_r
 def reference_resize(im:Image.Image, preprocess:str='resize', load_size:int=256, multiple:int=4):
     "PIL image `im` resized as the reference's test script does with `--preprocess`, sides rounded to `multiple`"
     if preprocess not in preprocesses: raise ValueError(f"preprocess must be one of {', '.join(preprocesses)}, got {preprocess!r}")
-    w, h = im.size
+    size = reference_size(*im.size, preprocess, load_size, multiple)
+    return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
+
+def reference_size(w:int, h:int, preprocess:str='resize', load_size:int=256, multiple:int=4):
+    "The size (w, h) `reference_resize` gives an image of `w` x `h` pixels"
     if preprocess == 'resize': w = h = load_size
     elif preprocess == 'scale_width' and not (w == load_size and h >= load_size): w, h = load_size, int(max(load_size * h / w, load_size))
-    size = (round_to(w, multiple), round_to(h, multiple))
-    return im if size == im.size else im.resize(size, Image.Resampling.BICUBIC)
+    return (round_to(w, multiple), round_to(h, multiple))
 
 # %% ../nbs/11c_inference.ipynb #31b75d13
 def test_mode_of(learn):
@@ -64,10 +68,10 @@ def test_mode_of(learn):
     return getattr(t, 'test_mode', default_test_mode)
 
 def generator_settings(o, test_mode:str=reference_test_mode, size:int|None=256):
-    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` (`size` unless a `Learner` knows it) and `test_mode`"
+    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` (`size` unless a `Learner` knows it), `test_mode`; and a label-map `Learner`'s `label_inputs`"
     if isinstance(o, Learner):
         s = generator_settings(o.model, test_mode_of(o), getattr(o.dls, 'crop_size', size))
-        return dict(s, in_ch=getattr(o.dls, 'in_ch', None) or s['in_ch'])
+        return dict(s, in_ch=getattr(o.dls, 'in_ch', None) or s['in_ch'], **label_inputs(o.dls))
     conv = next((m for m in o.modules() if isinstance(m, ConvBase)), None)
     in_ch = getattr(o, 'in_ch', None) or getattr(conv, 'in_channels', 3)
     return dict(in_ch=in_ch, multiple=getattr(o, 'multiple', 1), size=size, test_mode=test_mode)
@@ -172,12 +176,43 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
     y = run_generator(G, x[None], mode)[0]
     return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
 
+def with_label_maps(settings:dict, label_nc:int):
+    "`settings` of a generator that takes label maps of `label_nc` classes (and instance boundaries when its `in_ch` is one more): what a reference file cannot tell"
+    extra = settings['in_ch'] - label_nc
+    if label_nc < 1 or extra not in (0, 1):
+        raise ValueError(f"label_nc={label_nc}: the generator takes {settings['in_ch']} channels, so label_nc must be {settings['in_ch']} "
+                         f"or {settings['in_ch'] - 1} (with one channel of instance boundaries)")
+    return dict(settings, label_nc=label_nc, instance=bool(extra))
+
+@torch.no_grad()
+def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None, preprocess='pad', keep_size=True, tile=None, overlap=64, bs=4):
+    "Translate label map file `fn` (and instance map `inst`) with generator `G` of label-map `settings`: encoded as in training, then run as `translate_image` runs an image"
+    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+    n, mode, m = settings['label_nc'], test_mode or settings['test_mode'], settings['multiple']
+    if settings.get('instance') and inst is None:
+        raise ValueError(f"{Path(fn).name}: this model takes an instance map with each label map (it was trained with them): give one (translate --instances)")
+    if inst is not None and not settings.get('instance'): raise ValueError(f"{Path(inst).name}: this model takes no instance maps, only label maps")
+    if preprocess == 'pad':   # at its own size: the encoded map padded by reflection (one-hot stays one-hot), whole or by tiles
+        x = encode_label_files(fn, inst, n)
+        tile = _tile_for(x, tile)
+        return to_pil(run_padded(G, x[None], mode, m)[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, m))
+    hw = []   # the map's own size, to resize the output back to
+    def resized(h, w): hw.append((h, w)); return reference_size(w, h, preprocess, size or settings['size'], m)[::-1]
+    y = to_pil(run_generator(G, encode_label_files(fn, inst, n, size=resized)[None], mode)[0])   # ids resized nearest, then encoded
+    return y.resize(hw[0][::-1], Image.Resampling.BICUBIC) if keep_size and y.size != hw[0][::-1] else y
+
 def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
-                   direction='AtoB', tile=None, overlap=64):
-    "Translate image file `fn` with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+                   direction='AtoB', tile=None, overlap=64, inst=None):
+    "Translate image file `fn` (a label map, with instance map `inst`, for a label-map model) with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
     g = generator_of(G, direction)
     s = _own_settings(g, settings)
     mode = test_mode or s['test_mode']
+    if s.get('label_nc'):   # label maps, encoded as in training (`label_inputs` in the settings)
+        if aligned: raise ValueError("label maps are single images, not A|B pairs: leave out --aligned")
+        im = translate_labels(g, s, fn, inst, load_size, mode, preprocess, not network_size, tile, overlap)
+        fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')
+        return atomic_write(out_fn, lambda tmp: im.save(tmp, format=fmt))
     if is_deep(fn):   # 16 bits, TIFF or .npy: values kept, written back in the input's type
         if aligned or preprocess not in (None, 'pad') or load_size or network_size:
             raise OSError("16-bit, TIFF and .npy images are translated at their own size (no --aligned, --preprocess, --load-size)")
@@ -185,6 +220,8 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         tile = _tile_for(x, tile)
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
+    if s['in_ch'] not in image_modes: raise ValueError(f"{Path(fn).name}: the generator takes {s['in_ch']} channels, more than an image of this kind has "
+                                                       "(a 16-bit TIFF or .npy can; for a pix2pixHD model of label maps, give their number of classes: --label-nc)")
     im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
                          keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
     fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')

@@ -172,7 +172,9 @@ def export_generator(model, format:str, out, size:int|None=None, batch:int=1, ne
         except ValueError as e:
             if isinstance(e, InteropError): raise
             raise InteropError(f"--size {size or s['size']}: {e}") from None
-        msg = (f"input 'input' (N, {s['in_ch']}, H, W) in [-1, 1], H and W multiples of {s['multiple']}; "
+        what = (f"label maps one-hot in {s['label_nc']} channels" + (" then instance boundaries" if s['instance'] else '')
+                if s.get('label_nc') else "in [-1, 1]")
+        msg = (f"input 'input' (N, {s['in_ch']}, H, W) {what}, H and W multiples of {s['multiple']}; "
                "checked against onnxruntime")
     print(f"Wrote {out}: {msg}")
     return out

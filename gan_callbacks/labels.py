@@ -20,7 +20,7 @@ from .images import open_image
 # %% auto #0
 __all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'colour_labels', 'LabelMapFile', 'PhotoFile',
            'resize_nearest', 'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'photo_labels',
-           'sample_labels']
+           'sample_labels', 'label_inputs', 'encode_label_files']
 
 # %% ../nbs/05c_labels.ipynb #0a76aeb4
 def get_edges(t:torch.Tensor) -> torch.Tensor:
@@ -48,8 +48,8 @@ class TensorLabelInput(TensorImageBase):
     "A batch of encoded label maps: `label_nc` one-hot channels, then the instance boundaries if any"
 
 def colour_labels(x:torch.Tensor, label_nc:int) -> torch.Tensor:
-    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show"
-    ids = x[:, :label_nc].argmax(1).cpu() % 256
+    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show: a plain tensor"
+    ids = x[:, :label_nc].as_subclass(Tensor).argmax(1).cpu() % 256
     return (_palette[ids].permute(0, 3, 1, 2) / 127.5 - 1).to(x.device)
 
 def _read_ids(fn, what:str, label_nc:int|None=None):
@@ -237,3 +237,17 @@ def sample_labels(path=None, n_train:int=400, n_valid:int=40, size:int=128, labe
         tmp.rename(path)
     finally: shutil.rmtree(tmp, ignore_errors=True)
     return path
+
+# %% ../nbs/05c_labels.ipynb #2b5ebee3
+def label_inputs(o) -> dict:
+    "What a label-map model takes, from its `LabelDataLoaders` or settings `o`: `dict(label_nc=, instance=)`, or `{}` for image inputs"
+    get = o.get if isinstance(o, dict) else lambda k, d=None: getattr(o, k, d)
+    return dict(label_nc=get('label_nc'), instance=bool(get('instance', False))) if get('label_nc') else {}
+
+def encode_label_files(fn, inst_fn=None, label_nc:int=35, size=None) -> torch.Tensor:
+    "Label map file `fn` (and instance map `inst_fn`) as training encodes it: (`label_nc` one-hot [+ boundary], H, W); ids resized nearest to `size` first"
+    t = LabelMapFile(label_nc)((fn, inst_fn, None)).as_subclass(Tensor)
+    if callable(size): size = size(*t.shape[-2:])   # a function of the map's (h, w)
+    if size is not None and tuple(size) != tuple(t.shape[-2:]): t = resize_nearest(t, tuple(size))
+    return EncodeLabels(label_nc)(TensorLabels(t[None])).as_subclass(Tensor)[0]
+

@@ -18,6 +18,7 @@ from .distributed import rank_distrib, unwrap
 from .checkpoint import export_learner
 from .show import three_channels
 from .ema import averaged, find_ema
+from .labels import label_inputs, colour_labels
 
 # %% auto #0
 __all__ = ['image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop']
@@ -25,7 +26,7 @@ __all__ = ['image_rows', 'GANLogger', 'TensorBoardGAN', 'WandbGAN', 'ValidateEve
 # %% ../nbs/07d_loggers.ipynb #bcf8f376
 def image_rows(*cols):
     "Batches `cols` of (C, H, W) images in [-1, 1] as one grid, a row per image and a column per batch: a (3, H, W) tensor in [0, 1]"
-    ims = [three_channels(c[i].detach().float().cpu()) for i in range(len(cols[0])) for c in cols]
+    ims = [three_channels(c[i].detach().as_subclass(torch.Tensor).float().cpu()) for i in range(len(cols[0])) for c in cols]   # fastai's types stripped: they do not stack together
     return make_grid(torch.stack([(o.clamp(-1, 1) + 1) / 2 for o in ims]), nrow=len(cols), padding=2, pad_value=1.)
 
 class GANLogger(Callback):
@@ -90,7 +91,7 @@ class GANLogger(Callback):
         self.flush()
 
     def grids(self):
-        "This epoch's `(tag, grid)`s: input | output | target; for CycleGAN, per direction, input | translation | translated back"
+        "This epoch's `(tag, grid)`s: input (label maps in colour) | output | target; for CycleGAN, per direction, input | translation | translated back"
         if not self.images: return []
         tr = lambda x, d='AtoB': translate_batch(self.learn, x, d, bs=None)   # one batch, in the trainer's test mode, training's draws untouched
         with averaged(self.learn):   # the generator's moving average, if the Learner keeps one
@@ -99,7 +100,8 @@ class GANLogger(Callback):
                 fb, fa = tr(a), tr(b, 'BtoA')
                 return [('samples/AtoB', image_rows(a, fb, tr(fb, 'BtoA'))), ('samples/BtoA', image_rows(b, fa, tr(fa)))]
             x, y = self.images[:2] if len(self.images) > 1 else (self.images[0], None)
-            return [('samples', image_rows(*[o for o in (x, tr(x), y) if o is not None]))]
+            n = label_inputs(self.dls).get('label_nc')   # label maps are shown in colour, a colour per class
+            return [('samples', image_rows(*[o for o in (colour_labels(x, n) if n else x, tr(x), y) if o is not None]))]
 
     def after_fit(self):
         if getattr(self, 'run', False): self._write_block(); self.flush(); self.close()

@@ -5,6 +5,7 @@
 # %% ../nbs/11b_model_folder.ipynb #931635fe
 from __future__ import annotations
 import inspect, json, math, os, shutil, tempfile
+import numpy as np
 from collections import OrderedDict
 from pathlib import Path
 import torch
@@ -18,6 +19,7 @@ from .checkpoint import check_fits, few_keys
 from .inference import generator_settings, round_to, from_pil
 from .test_time import run_generator, default_test_mode, test_modes
 from .show import image_grid
+from .labels import label_inputs, photo_labels, EncodeLabels, TensorLabels, colour_labels
 from .state_dicts import InteropError, clean_state_dict, infer_generator, generator_kinds, check_finite
 
 # %% auto #0
@@ -64,6 +66,7 @@ def _build(cfg, sd, source):
     return G
 
 _normalization = dict(range=[-1.0, 1.0], mean=0.5, std=0.5, bit_depth=8)   # pixels p of maximum m enter as (p/m - mean)/std
+_hd_archs = ('GlobalGenerator', 'LocalEnhancer')   # pix2pixHD's generators
 
 def _is_model_folder(p):
     try: return json.loads((p/config_file).read_text()).get('library_name') == 'gan_callbacks'
@@ -111,10 +114,10 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
     s = {**generator_settings(first), **(settings or {})}
     arch = ({k.rstrip('.'): network_config(G) for k, G in nets.items()} if '' not in nets else network_config(first))
     cfg = dict(library_name='gan_callbacks', format_version=1,
-               model_type=(training or {}).get('model', 'cyclegan' if '' not in nets else 'pix2pix'),
+               model_type=(training or {}).get('model', 'cyclegan' if '' not in nets else 'pix2pixhd' if arch['architecture'] in _hd_archs else 'pix2pix'),
                **({'architecture': 'CycleGANModel', 'networks': arch} if '' not in nets else arch),
                directions=['AtoB', 'BtoA'] if '' not in nets else ['AtoB'],
-               in_ch=s['in_ch'], out_ch=arch['args']['out_ch'] if '' in nets else arch['g_a']['args']['out_ch'],
+               in_ch=s['in_ch'], **label_inputs(s), out_ch=arch['args']['out_ch'] if '' in nets else arch['g_a']['args']['out_ch'],
                multiple=s['multiple'], size=s['size'], test_mode=s['test_mode'],
                normalization=dict(_normalization, **(s.get('normalization') or {})),
                training=training or {}, scores=scores or {})
@@ -141,25 +144,41 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
 
 # %% ../nbs/11b_model_folder.ipynb #df676226
 def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
-    "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels"
+    "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels; label maps of them for a label-map model"
     G, s = model.g_a if hasattr(model, 'g_a') else model, settings
     side = round_to(max(size, s['multiple']), s['multiple'])
-    xs = []
+    xs, n_cls = [], s.get('label_nc')
     for name in sample_photos[:n]:
         im, ch = sample_photo(name).resize((side, side), Image.Resampling.BICUBIC), s['in_ch']
-        xs.append(from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch])
+        if n_cls: xs.append(_photo_label_input(im, n_cls, s.get('instance')))
+        else: xs.append(from_pil(im, ch) if ch in image_modes else from_pil(im, 3).repeat((ch + 2) // 3, 1, 1)[:ch])
     ys = run_generator(G, torch.stack(xs), s['test_mode'], bs=1).cpu()   # one photo at a time, as `translate` runs them
-    return image_grid([[x, y] for x, y in zip(xs, ys)], labels=('input', 'output'))
+    shown = colour_labels(torch.stack(xs), n_cls) if n_cls else xs
+    return image_grid([[x, y] for x, y in zip(shown, ys)], labels=('labels' if n_cls else 'input', 'output'))
+
+def _photo_label_input(im, label_nc, instance):
+    "The label map (and instance boundaries) `photo_labels` makes of photo `im`, encoded as in training"
+    ids, inst = photo_labels(im, label_nc)
+    t = torch.from_numpy(np.stack([ids, inst][:1 + bool(instance)]).astype(np.int32))
+    return EncodeLabels(label_nc)(TensorLabels(t[None])).as_subclass(torch.Tensor)[0]
 
 def _table(d):
     rows = [(k, v) for k, v in d.items() if isinstance(v, (str, int, float, bool)) or v is None]
     return '\n'.join(['| | |', '|---|---|'] + [f"| {k} | {f'{v:.4g}' if isinstance(v, float) else v} |" for k, v in rows])
 
+def _label_inputs_line(labels, out_ch):
+    "The model card's line on a label-map model's inputs"
+    n = labels['label_nc']
+    return (f"Inputs: label maps, single-channel PNGs of class ids 0 to {n - 1} (resized nearest-neighbour), one-hot encoded to {n} channels"
+            + (", each with an instance map (a PNG of object ids, same size) whose boundaries make one more channel" if labels['instance'] else '')
+            + f"; outputs: {out_ch} channel(s) in [-1, 1].")
+
 def model_card(cfg:dict, name:str, sample:bool=True):
     "The `README.md` of a model folder: what the model is, how to use and share it, how it was trained and how it scored"
     nets = cfg.get('networks') or {'generator': cfg}
     what = '; '.join(f"{k}: `{n['architecture']}({', '.join(f'{a}={v!r}' for a, v in n['args'].items())})`" for k, n in nets.items())
-    kind = dict(pix2pix='pix2pix', cyclegan='CycleGAN', cut='CUT', fastcut='FastCUT').get(cfg['model_type'], cfg['model_type'])
+    kind = dict(pix2pix='pix2pix', cyclegan='CycleGAN', cut='CUT', fastcut='FastCUT', pix2pixhd='pix2pixHD').get(cfg['model_type'], cfg['model_type'])
+    labels = label_inputs(cfg)
     lines = ['---', 'library_name: gan_callbacks', 'pipeline_tag: image-to-image',
              f"tags: [image-to-image, gan, {cfg['model_type']}, fastai]", '---', '', f'# {name}', '',
              f"A {kind} generator trained with [gan_callbacks](https://github.com/gan-callbacks/gan_callbacks): {what}.", '']
@@ -168,11 +187,13 @@ def model_card(cfg:dict, name:str, sample:bool=True):
     lines += ['## Use', '', '```python', 'from gan_callbacks.interop import load_generator',
               f"G = load_generator('{name}')   # reads {model_file} and {config_file}: no pickle, no code from the folder", '```', '',
               'or from a shell:', '', '```bash',
-              f"gan_callbacks translate --model {name} --input photos/ --output translated/" + (' --direction BtoA' if 'BtoA' in cfg['directions'] else ''),
+              f"gan_callbacks translate --model {name} --input " + ('labels/ --instances instances/' if labels.get('instance') else 'labels/' if labels else 'photos/')
+              + " --output translated/" + (' --direction BtoA' if 'BtoA' in cfg['directions'] else ''),
               '```', '',
-              f"Inputs: {cfg['in_ch']} channel(s), pixel values p of maximum m scaled to (p/m - {n['mean']})/{n['std']} (range {n['range']}); "
-              f"outputs: {cfg['out_ch']} channel(s), same scale. Image sides are multiples of {cfg['multiple']}; trained at "
-              f"{cfg['size']} pixels; test mode `{cfg['test_mode']}` "
+              (_label_inputs_line(labels, cfg['out_ch']) if labels else
+               f"Inputs: {cfg['in_ch']} channel(s), pixel values p of maximum m scaled to (p/m - {n['mean']})/{n['std']} (range {n['range']}); "
+               f"outputs: {cfg['out_ch']} channel(s), same scale.")
+              + f" Image sides are multiples of {cfg['multiple']}; trained at {cfg['size']} pixels; test mode `{cfg['test_mode']}` "
               + ("(dropout on and batch statistics, as the pix2pix paper tests)." if cfg['test_mode'] == 'paper' else "(`eval()`)."), '',
               '## Files', '', f"- `{model_file}`: the weights (safetensors: loading them runs no code)",
               f"- `{config_file}`: architecture, channels, test mode, normalisation, training settings and scores",
@@ -231,6 +252,11 @@ def _check_settings(cfg, fn):
                         ('size', cfg.get('size') is None or (type(cfg['size']) is int and 1 <= cfg['size'] <= 2**16), 'an integer from 1 to 65536'),
                         ('in_ch', type(cfg.get('in_ch')) is int and cfg['in_ch'] >= 1, 'a positive integer')):
         if not ok: raise InteropError(f"{fn}: {k} is {repr(cfg.get(k))[:60]}, expected {want}")
+    if 'label_nc' in cfg or 'instance' in cfg:   # a label-map model: one-hot classes, then an instance boundary channel or not
+        n, inst = cfg.get('label_nc'), cfg.get('instance', False)
+        if type(n) is not int or n < 1: raise InteropError(f"{fn}: label_nc is {repr(n)[:60]}, expected a positive integer")
+        if type(inst) is not bool: raise InteropError(f"{fn}: instance is {repr(inst)[:60]}, expected true or false")
+        if n + inst != cfg['in_ch']: raise InteropError(f"{fn}: label_nc {n}" + (' plus an instance channel' if inst else '') + f" does not make in_ch {cfg['in_ch']}")
 
 def read_model_folder(path, device=None):
     "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`: safetensors and JSON only, nothing unpickled"
@@ -260,5 +286,5 @@ def read_model_folder(path, device=None):
     gs = [_build(c, part(sd, k), f"{path/model_file}" + (f" ({k})" if k else '')) for k, c in nets.items()]
     model = CycleGANModel(*gs) if cyc else gs[0]
     s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', default_test_mode),
-             normalization=cfg.get('normalization', _normalization))
+             normalization=cfg.get('normalization', _normalization), **label_inputs(cfg))
     return model.to(device).eval(), s

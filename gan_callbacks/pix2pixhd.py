@@ -4,7 +4,7 @@
 
 # %% ../nbs/05_pix2pixhd.ipynb #d830c6ae
 from __future__ import annotations
-import warnings
+import inspect, warnings
 import torch
 from torch import nn
 from fastcore.basics import store_attr, patch
@@ -18,11 +18,11 @@ from .optim import pix2pix_adam
 from .pix2pix import PairedTrainer
 from .guard import norm_stats
 from .steps import learner_device
-from .learner import gan_learner
+from .learner import gan_learner, trainer_options
 from .distributed import unwrap
 
 # %% auto #0
-__all__ = ['Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
+__all__ = ['hd_generators', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
 
 # %% ../nbs/05_pix2pixhd.ipynb #2d0bc753
 _no_vgg = ("Pix2pixHDTrainer: no VGG19 weights at {} (torchvision's file, never downloaded here): the VGG perceptual term is off. "
@@ -118,17 +118,23 @@ class Pix2pixHDTrainer(PairedTrainer):
         return state
 
 # %% ../nbs/05_pix2pixhd.ipynb #e116147f
+hd_generators = {'global': GlobalGenerator, 'local': LocalEnhancer}   # the reference's `--netG` choices
+
 def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None,
-                      netG:str='global',          # 'global' or 'local' when no generator is given
-                      ngf:int=64, n_downsampling:int=4, n_blocks:int=9, n_local_enhancers:int=1, n_blocks_local:int=3,
-                      norm:str='instance', opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with pix2pixHD's defaults: global generator (ngf 64, 4 halvings, 9 blocks), 2 discriminators, LSGAN, feature matching, Adam(0.5, 0.999)"
-    if generator is None:
-        in_ch, out_ch = getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3)
-        if netG == 'global': generator = GlobalGenerator(in_ch, out_ch, ngf, n_downsampling, n_blocks, norm)
-        elif netG == 'local': generator = LocalEnhancer(in_ch, out_ch, ngf, n_downsampling, n_blocks, n_local_enhancers, n_blocks_local, norm)
-        else: raise ValueError(f"netG must be 'global' or 'local', got {netG!r}")
-    trainer = Pix2pixHDTrainer(discriminator, **{'norm': norm, **(trainer_kwargs or {})})
+                      netG:str='global',   # the generator built when none is given: 'global' or 'local' (`hd_generators`)
+                      opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
+    "A `Learner` with pix2pixHD's defaults: `GlobalGenerator` for the data's channels, `Pix2pixHDTrainer` (2 discriminators, LSGAN, feature matching), Adam(0.5, 0.999)"
+    # `kwargs` naming options of the generator (`ngf`, `n_downsampling`, `n_blocks`, `n_local_enhancers`, `n_blocks_local`, `norm`) build it,
+    # at its class's defaults unless given; those of `Pix2pixHDTrainer` go to the trainer (`norm` to both, as the reference's `--norm`); the rest to the `Learner`
+    if netG not in hd_generators: raise ValueError(f"netG must be one of {', '.join(hd_generators)}, got {netG!r}")
+    g_names = set(inspect.signature(hd_generators[netG]).parameters) - {'in_ch', 'out_ch'}
+    g_kwargs = {k: kwargs[k] for k in kwargs if k in g_names}
+    trainer_kwargs, kwargs = trainer_options(Pix2pixHDTrainer, kwargs, trainer_kwargs)
+    for k in g_kwargs: kwargs.pop(k, None)
+    sizes = sorted(set(g_kwargs) - {'norm'})
+    if generator is None: generator = hd_generators[netG](getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), **g_kwargs)
+    elif sizes: raise ValueError(f"{', '.join(sizes)} build the generator when none is given: pass them to its class")
+    trainer = Pix2pixHDTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
 def pix2pixhd_schedule(lr:float, n_epochs:int, n_epochs_decay:int):

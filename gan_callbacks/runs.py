@@ -25,6 +25,7 @@ from .inference import from_pil, translate_batch, test_mode_of, reference_test_m
 from .show import SampleGrid, CycleGANGrid, MappingL1, plot_training
 from .metrics import PSNR, SSIM, psnr, ssim, baseline_scores, mean_target
 from .model_folder import write_model_folder
+from .labels import label_inputs
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
 from .swd_metric import SWD
 from .ema import find_ema
@@ -149,7 +150,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits)),
+    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits), **label_inputs(learn.dls)),
                        scores=summary, sample=grid.files[-1],
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                                      crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed,
@@ -300,8 +301,8 @@ def train_cyclegan(data=None, sample=False, out='cyclegan_out', **kwargs):
 
 # %% ../nbs/07a_runs.ipynb #79d46a37
 from .labels import LabelDataLoaders, sample_labels, colour_labels
-from .hd_models import GlobalGenerator, LocalEnhancer
-from .pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner   # and `Learner.fit_pix2pixhd`
+from .hd_models import LocalEnhancer
+from .pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner, hd_generators   # and `Learner.fit_pix2pixhd`
 
 class LabelGrid(SampleGrid):
     "`SampleGrid` for label-map inputs: each shown in colour by its class"
@@ -342,8 +343,8 @@ class Pix2pixHDRun(TrainRun):
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         dls = LabelDataLoaders.from_folder(data, label_nc=self.label_nc, instance=self.instance, load_size=load_size, bs=bs)
-        G = (GlobalGenerator(dls.in_ch, dls.out_ch, ngf, self.n_downsampling, self.n_blocks) if self.net_g == 'global' else
-             LocalEnhancer(dls.in_ch, dls.out_ch, ngf, self.n_downsampling, self.n_blocks, self.n_local_enhancers, self.n_blocks_local))
+        local = dict(n_local_enhancers=self.n_local_enhancers, n_blocks_local=self.n_blocks_local) if self.net_g == 'local' else {}
+        G = hd_generators[self.net_g](dls.in_ch, dls.out_ch, ngf=ngf, n_downsampling=self.n_downsampling, n_blocks=self.n_blocks, **local)
         h = dls.one_batch()[0].shape[-2]
         if load_size % G.multiple or h % G.multiple:
             raise CLIError(f"--load-size {load_size} scales the images to {load_size}x{h}: both sides must be multiples of {G.multiple} "

@@ -93,6 +93,55 @@ def test_page_translates_like_the_command_line(served, tmp_path):
         finally: browser.close()
 
 
+def upload_pair(page, fn, inst, tries=4):
+    "Put label map `fn` and instance map `inst` in their upload boxes; on a page that does not take them within 30 s, reload it and try again"
+    from playwright.sync_api import TimeoutError as Timeout
+    for i in range(tries):
+        if i: page.reload(); page.wait_for_load_state('networkidle')
+        try:
+            for box, f in (('#upload', fn), ('#instances', inst)):
+                page.set_input_files(f'{box} input[type=file]', str(f))
+                page.locator(box).get_by_text(f.name).first.wait_for(timeout=30_000)
+            return
+        except Timeout: continue
+    raise AssertionError(f"the upload boxes never showed {fn.name} and {inst.name}")
+
+@needs_chromium
+def test_page_translates_label_maps_like_the_command_line(tmp_path):
+    "A pix2pixHD model trained on label maps and instance maps: the page takes both, gives the command's file, and refuses a photo in one line"
+    from playwright.sync_api import sync_playwright
+    from gan_callbacks.hd_models import GlobalGenerator
+    torch.manual_seed(0)
+    folder = write_model_folder(GlobalGenerator(5, 3, ngf=4, n_downsampling=2, n_blocks=1), tmp_path/'labels-model',
+                                dict(size=32, label_nc=4, instance=True), sample=False)
+    rng = np.random.default_rng(0)
+    Image.fromarray(rng.integers(0, 4, (40, 52), dtype=np.uint8)).save(tmp_path/'map.png')
+    Image.fromarray(rng.integers(0, 3, (40, 52), dtype=np.uint8)).save(tmp_path/'inst.png')
+    Image.fromarray(rng.integers(0, 256, (40, 52, 3), dtype=np.uint8)).save(tmp_path/'photo.png')
+    assert main(['translate', '--model', str(folder), '--input', str(tmp_path/'map.png'), '--instances', str(tmp_path/'inst.png'),
+                 '--output', str(tmp_path/'cli')]) is None
+    want = np.asarray(Image.open(tmp_path/'cli'/'map.png'))
+    with running_app(folder, tmp_path) as url, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=CHROMIUM, args=FLAGS)
+        try:
+            page = browser.new_page()
+            page.set_default_timeout(120_000)
+            page.goto(url); page.wait_for_load_state('networkidle')
+            assert 'Drop a label map (a single-channel PNG of class ids 0 to 3) and its instance map' in page.content()
+            upload_pair(page, tmp_path/'map.png', tmp_path/'inst.png')
+            page.click('#translate')
+            page.locator('#status').get_by_text('Translated map.png').wait_for(timeout=120_000)
+            link = page.locator('#download a').first
+            (tmp_path/'got.png').write_bytes(page.request.get(link.get_attribute('href')).body())
+            assert np.array_equal(np.asarray(Image.open(tmp_path/'got.png')), want)
+            page.reload(); page.wait_for_load_state('networkidle')
+            upload_pair(page, tmp_path/'photo.png', tmp_path/'inst.png')
+            page.click('#translate')
+            page.locator('#status').get_by_text('photo.png: label map photo.png has 3 channels').wait_for(timeout=120_000)
+            assert 'Traceback' not in page.content()
+        finally: browser.close()
+
+
 def test_the_app_keeps_its_files_in_a_folder_of_its_own_and_removes_it(tmp_path):
     "Uploads, Gradio's cache and translations in `gan_callbacks_app_*` under the system's temp (not Gradio's shared `gradio/`), gone when the app stops"
     from gradio_client import Client, handle_file

@@ -1,5 +1,6 @@
 "pix2pixHD: the networks key for key the reference's, its losses, label-map data, and Pix2pixHDTrainer against a plain PyTorch loop."
 import pytest, torch
+from pathlib import Path
 import torch.nn.functional as F
 from torch import nn
 from gan_callbacks.hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
@@ -553,12 +554,126 @@ def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
     assert hist[0].split(',')[3:7] == ['g_gan', 'g_gan_feat', 'd_real', 'd_fake'] and len(hist) == 3
     G = load_generator(out/'generator', device='cpu')
     assert isinstance(G, GlobalGenerator) and G.in_ch == 9
-    assert json.loads((out/'generator'/'config.json').read_text())['training']['model'] == 'pix2pixhd'
+    cfg = json.loads((out/'generator'/'config.json').read_text())
+    assert cfg['training']['model'] == 'pix2pixhd'
+    assert (cfg['label_nc'], cfg['instance']) == (8, True)   # what translate needs to encode label files as training did
+    assert cli(['translate', '--model', out/'generator', '--input', data/'val_label', '--instances', data/'val_inst', '--output', tmp_path/'t']) == 0
+    assert len(list((tmp_path/'t').glob('*.png'))) == 2
     assert cli(['train', '--model', 'pix2pixhd', '--data', data, '--out', tmp_path/'o2', '--label-nc', 8, '--load-size', 40,
                 '--n-downsampling', 4]) != 0
     assert 'multiples of 16' in capsys.readouterr().err
     assert cli(['train', '--model', 'pix2pix', '--data', data, '--out', tmp_path/'o3', '--label-nc', 8]) != 0
     assert 'is an option of --model pix2pixhd' in capsys.readouterr().err
+
+# --- deployment: translate, export, model folders, tiles for label-map inputs
+
+def label_model(tmp_path, instance=True):
+    "A small label-map Learner (5 classes) on the sample, exported as generator.pkl and as a model folder; and a folder of label maps to translate"
+    import shutil
+    from gan_callbacks.interop import export_generator
+    path = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=5)
+    dls = LabelDataLoaders.from_folder(path, label_nc=5, instance=instance, load_size=32, bs=2, device='cpu')
+    set_seed(0)
+    learn = pix2pixhd_learner(dls, ngf=4, n_downsampling=2, n_blocks=1, path=tmp_path, trainer_kwargs=dict(ndf=4, vgg=False))
+    learn.export(tmp_path/'hd.pkl')
+    export_generator(learn, 'folder', tmp_path/'folder')
+    for k in ('label', 'inst'): shutil.copytree(path/f'val_{k}', tmp_path/k)
+    return learn, tmp_path/'folder'
+
+def test_translate_label_maps_as_training_encodes_them(tmp_path, capsys):
+    "translate --model (model folder, generator.pkl, a reference .pth with --label-nc) on label PNGs and instance PNGs gives `predict`'s images"
+    import json
+    from gan_callbacks.labels import encode_label_files
+    from gan_callbacks.inference import run_tiled, to_pil
+    learn, folder = label_model(tmp_path)
+    cfg = json.loads((folder/'config.json').read_text())
+    assert (cfg['label_nc'], cfg['instance'], cfg['in_ch'], cfg['model_type']) == (5, True, 6, 'pix2pixhd')
+    assert 'one-hot encoded to 5 channels' in (folder/'README.md').read_text() and (folder/'sample.png').is_file()
+    names = sorted(p.name for p in (tmp_path/'label').iterdir())
+    with learn.no_bar(): want = {n: np.asarray(to_pil(learn.predict((tmp_path/'label'/n, tmp_path/'inst'/n))[2])) for n in names}
+    assert cli(['export', '--model', tmp_path/'hd.pkl', '--format', 'reference', '--out', tmp_path/'latest_net_G.pth', '--trust-pickle']) == 0
+    for model, extra in ((folder, []), (tmp_path/'hd.pkl', ['--trust-pickle']), (tmp_path/'latest_net_G.pth', ['--label-nc', 5])):
+        out = tmp_path/f'out_{Path(model).name}'
+        assert cli(['translate', '--model', model, '--input', tmp_path/'label', '--instances', tmp_path/'inst', '--output', out, *extra]) == 0, capsys.readouterr().err
+        for n in names: assert np.array_equal(np.asarray(Image.open(out/n)), want[n]), (model, n)
+    # in tiles: the encoded label map, cut into tiles
+    n = names[0]
+    assert cli(['translate', '--model', folder, '--input', tmp_path/'label'/n, '--instances', tmp_path/'inst'/n, '--output', tmp_path/'tiled', '--tile', 16]) == 0
+    x = encode_label_files(tmp_path/'label'/n, tmp_path/'inst'/n, 5)
+    assert np.array_equal(np.asarray(Image.open(tmp_path/'tiled'/n)), np.asarray(to_pil(run_tiled(learn.model.eval(), x, 16, 64))))
+    # resized as the reference's test script: ids nearest, then encoded
+    assert cli(['translate', '--model', folder, '--input', tmp_path/'label', '--instances', tmp_path/'inst', '--output', tmp_path/'small',
+                '--load-size', 16, '--network-size']) == 0
+    assert Image.open(tmp_path/'small'/n).size == (16, 16)
+    capsys.readouterr()
+
+def test_translate_refuses_what_is_no_label_map_of_the_model(tmp_path, capsys):
+    "One line for: no instance maps, a missing one, an RGB photo, a class id >= label_nc, a wrong --label-nc; nothing written"
+    learn, folder = label_model(tmp_path)
+    n = sorted(p.name for p in (tmp_path/'label').iterdir())[0]
+    Image.new('RGB', (32, 32)).save(tmp_path/'photo.png'); Image.new('L', (32, 32), 7).save(tmp_path/'seven.png')
+    base = ['translate', '--model', folder, '--output', tmp_path/'o']
+    for args, msg in (([ '--input', tmp_path/'label'], 'takes an instance map with each label map'),
+                      (['--input', tmp_path/'label', '--instances', tmp_path], f'no {n}, the instance map of label map'),
+                      (['--input', tmp_path/'photo.png', '--instances', tmp_path/'inst'/n], 'has 3 channels: expected one channel of integer ids'),
+                      (['--input', tmp_path/'seven.png', '--instances', tmp_path/'inst'/n], 'holds class id 7, not below label_nc=5'),
+                      (['--input', tmp_path/'label', '--instances', tmp_path/'inst', '--label-nc', 4], 'the model says it takes 5 classes'),
+                      (['--input', tmp_path/'label', '--instances', tmp_path/'inst', '--aligned'], 'not A|B pairs')):
+        assert cli(base + args) == 2
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1 and 'Traceback' not in err, err
+    assert not any((tmp_path/'o').glob('*.png'))
+    assert cli(['export', '--model', folder, '--format', 'reference', '--out', tmp_path/'G.pth']) == 0   # a file that does not say what its inputs are
+    assert cli(['translate', '--model', tmp_path/'G.pth', '--input', tmp_path/'label', '--output', tmp_path/'o', '--label-nc', 9]) == 2
+    assert '--label-nc 9: the generator takes 6 channels, so label_nc must be 6 or 5' in capsys.readouterr().err
+    assert cli(['translate', '--model', tmp_path/'G.pth', '--input', tmp_path/'label', '--output', tmp_path/'o']) == 2
+    assert 'the generator takes 6 channels' in (err := capsys.readouterr().err) and '--label-nc' in err and len(err.splitlines()) == 1
+
+def test_label_model_without_instances_and_the_app_helper(tmp_path):
+    "Label maps alone (no instance maps): translate takes no --instances; the app's `translate_upload` gives the command's file"
+    from gan_callbacks.app import translate_upload, AppError
+    from gan_callbacks.interop import read_generator
+    learn, folder = label_model(tmp_path, instance=False)
+    n = sorted(p.name for p in (tmp_path/'label').iterdir())[0]
+    assert cli(['translate', '--model', folder, '--input', tmp_path/'label'/n, '--output', tmp_path/'o']) == 0
+    assert cli(['translate', '--model', folder, '--input', tmp_path/'label'/n, '--instances', tmp_path/'inst'/n, '--output', tmp_path/'o2']) == 2
+    G, s = read_generator(folder, device='cpu')
+    assert s['label_nc'] == 5 and s['instance'] is False and s['in_ch'] == 5
+    page = translate_upload(G, s, tmp_path/'label'/n, out_dir=tmp_path/'page')
+    assert np.array_equal(np.asarray(Image.open(page)), np.asarray(Image.open(tmp_path/'o'/n)))
+    Image.new('RGB', (32, 32)).save(tmp_path/'photo.png')
+    with pytest.raises(AppError, match='photo.png: label map photo.png has 3 channels'): translate_upload(G, s, tmp_path/'photo.png', out_dir=tmp_path/'page')
+
+def test_loggers_show_label_maps_in_colour(tmp_path):
+    "TensorBoard's and W&B's grid: a label map's classes in colour (not its first one-hot channels) | translation | photo"
+    from gan_callbacks.loggers import GANLogger
+    from gan_callbacks.labels import colour_labels
+    class Grids(GANLogger):
+        def scalars(self, values, step): pass
+        def image(self, tag, im, step): self.got = im
+    learn, _ = label_model(tmp_path)
+    cb = Grids(n_images=1)
+    with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3, cbs=cb)
+    x = cb.images[0]
+    h, w = x.shape[-2:]
+    torch.testing.assert_close(cb.got[:, 2:2+h, 2:2+w], (colour_labels(x, 5)[0].float().cpu() + 1) / 2)
+
+def test_image_input_pix2pixhd_translates_like_pix2pix(tmp_path):
+    "label_nc=0: the model folder says nothing of labels and translate reads photos, as for pix2pix"
+    import json
+    from gan_callbacks.data import Pix2pixDataLoaders, sample_pairs
+    from gan_callbacks.interop import export_generator
+    from gan_callbacks.inference import run_padded, from_pil, to_pil
+    dls = Pix2pixDataLoaders.from_folder(sample_pairs(tmp_path/'p', n_train=4, n_valid=2, size=32), load_size=36, crop_size=32, bs=2, device='cpu')
+    learn = pix2pixhd_learner(dls, ngf=4, n_downsampling=2, n_blocks=1, trainer_kwargs=dict(ndf=4, vgg=False))
+    export_generator(learn, 'folder', tmp_path/'folder')
+    cfg = json.loads((tmp_path/'folder'/'config.json').read_text())
+    assert 'label_nc' not in cfg and cfg['model_type'] == 'pix2pixhd' and cfg['in_ch'] == 3
+    Image.fromarray(np.random.default_rng(0).integers(0, 256, (30, 42, 3), dtype=np.uint8)).save(tmp_path/'photo.png')
+    assert cli(['translate', '--model', tmp_path/'folder', '--input', tmp_path/'photo.png', '--output', tmp_path/'o']) == 0
+    want = to_pil(run_padded(learn.model.eval(), from_pil(Image.open(tmp_path/'photo.png'))[None], 'eval', 4)[0])
+    assert np.array_equal(np.asarray(Image.open(tmp_path/'o'/'photo.png')), np.asarray(want))
+    assert cli(['translate', '--model', tmp_path/'folder', '--input', tmp_path/'photo.png', '--output', tmp_path/'o2', '--instances', tmp_path]) == 2
 
 def test_image_inputs_label_nc_0(tmp_path):
     "label_nc=0: train_A/train_B images in the reference's layout, or the library's paired layouts, train the same trainer"
