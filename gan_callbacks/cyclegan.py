@@ -89,7 +89,7 @@ class CycleGANTrainer(AdversarialTrainer):
     g_cols, d_cols = ('g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b'), ('d_a', 'd_b')
     raw_preds = False   # `get_preds`: the model's six training outputs instead of the translations
     takes_multiscale = True   # `num_D`, `lambda_feat`: pix2pixHD's D and feature matching (see `stabilizers`)
-    def __init__(self, d_a:nn.Module|None=None, # D_A, judges B images; `None` builds an instance-norm `PatchDiscriminator`
+    def __init__(self, d_a:nn.Module|None=None, # D_A, judges B images; `None` builds an instance-norm `PatchDiscriminator` (with `num_D`/`lambda_feat`, pix2pixHD's)
                  d_b:nn.Module|None=None,  # D_B, judges A images
                  gan_mode:str='lsgan',     # the reference's default; 'vanilla', 'hinge' or 'wgangp' (without penalty) too
                  lambda_a:float=10.,       # weight of the A -> B -> A cycle

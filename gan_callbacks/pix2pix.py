@@ -68,7 +68,7 @@ class Pix2pixTrainer(PairedTrainer):
     "Pix2pix: per training batch one D update then one G update; G is the Learner's model and `learn.opt` steps it"
     d_names, g_cols, d_cols = ('discriminator',), ('g_gan', 'g_l1'), ('d_real', 'd_fake')
     takes_multiscale = True   # `num_D`, `lambda_feat`: pix2pixHD's D and feature matching (see `stabilizers`)
-    def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` fitted to the data
+    def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` (with `num_D`/`lambda_feat`, pix2pixHD's) fitted to the data
                  gan_mode:str='vanilla',   # 'vanilla' (the paper), 'lsgan', 'hinge' or 'wgangp'
                  lambda_l1:float=100.,     # weight of the L1 term in G's loss
                  n_critic:int=1,           # D updates per G update
@@ -84,7 +84,7 @@ class Pix2pixTrainer(PairedTrainer):
     def make_discriminator(self, name, in_ch):
         return self.stabilizers.discriminator(in_ch, 'batch') if self.stabilizers.multiscale else PatchDiscriminator(in_ch=in_ch)
     def setup_discriminator(self, in_ch:int):
-        "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
+        "D and its optimizer; builds one (`make_discriminator`) for `in_ch` channels (A and B together) if none was given"
         return self.setup_discriminators({'discriminator': in_ch})['discriminator']
 
     def on_train_begin(self, **kwargs):
@@ -121,7 +121,7 @@ class Pix2pixTrainer(PairedTrainer):
             pred_fake = D(seen(fake))
             g_terms = (self.gan_loss(pred_fake, True, for_discriminator=False), self.lambda_l1 * F.l1_loss(fake.float(), B.float()))
             if self.stabilizers.lambda_feat: g_terms += (self.stabilizers.feature_matching(D, pred_fake, seen(B)),)
-        bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # skipped: a flag on the device
+        bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # g_gan + g_l1 (+ g_gan_feat); skipped: a flag on the device
         self.end_iteration(bad, (*g_terms, d_real, d_fake), epoch, num_batch, d_stats)
 
 # %% ../nbs/04_pix2pix.ipynb #2fce5a90
