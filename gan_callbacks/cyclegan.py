@@ -153,15 +153,16 @@ class CycleGANTrainer(AdversarialTrainer):
         "The generators' loss terms, in column order: GAN terms through the frozen discriminators, cycle and identity terms (and feature matching, with `lambda_feat`)"
         fake_B, rec_A, fake_A, rec_B, *idt = out
         l1 = lambda a, b: F.l1_loss(a.float(), b.float())
-        pred_b = self.d_a(self.d_input(fake_B)); loss_g_a = self.gan_loss(pred_b, True, for_discriminator=False)
-        pred_a = self.d_b(self.d_input(fake_A)); loss_g_b = self.gan_loss(pred_a, True, for_discriminator=False)
+        fm = self.stabilizers.lambda_feat   # feature matching: each real as D sees it, with its fake's augmentation
+        seen = lambda fake, real: self.d_inputs_alike([fake, real]) if fm else (self.d_input(fake), None)
+        x_b, x_rb = seen(fake_B, real_B); pred_b = self.d_a(x_b); loss_g_a = self.gan_loss(pred_b, True, for_discriminator=False)
+        x_a, x_ra = seen(fake_A, real_A); pred_a = self.d_b(x_a); loss_g_b = self.gan_loss(pred_a, True, for_discriminator=False)
         cycle_a, cycle_b = l1(rec_A, real_A) * self.lambda_a, l1(rec_B, real_B) * self.lambda_b
         if idt: idt_a, idt_b = l1(idt[0], real_B) * self.lambda_b * self.lambda_idt, l1(idt[1], real_A) * self.lambda_a * self.lambda_idt
         else: idt_a = idt_b = torch.zeros_like(loss_g_a)
         res = (loss_g_a, loss_g_b, cycle_a, cycle_b, idt_a, idt_b)
-        if not self.stabilizers.lambda_feat: return res
-        fm = self.stabilizers.feature_matching
-        return res + (fm(self.d_a, pred_b, self.d_input(real_B)), fm(self.d_b, pred_a, self.d_input(real_A)))
+        if not fm: return res
+        return res + (self.stabilizers.feature_matching(self.d_a, pred_b, x_rb), self.stabilizers.feature_matching(self.d_b, pred_a, x_ra))
 
     def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
         "The CycleGAN iteration: G_A and G_B through the frozen discriminators, then D_A on real B against pooled fake B, D_B on real A against pooled fake A"

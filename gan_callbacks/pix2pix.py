@@ -118,9 +118,11 @@ class Pix2pixTrainer(PairedTrainer):
             d_bad = self.step_d(d_loss) | d_bad | self.d_regularize((D, B, fake.detach(), A))
         self.d_requires_grad(False)
         with self.autocast():
-            pred_fake = D(seen(fake))
+            fm = self.stabilizers.lambda_feat
+            x_fake, x_real = self.d_inputs_alike([torch.cat([A, fake], 1), torch.cat([A, B], 1)], A.shape[1]) if fm else (seen(fake), None)
+            pred_fake = D(x_fake)
             g_terms = (self.gan_loss(pred_fake, True, for_discriminator=False), self.lambda_l1 * F.l1_loss(fake.float(), B.float()))
-            if self.stabilizers.lambda_feat: g_terms += (self.stabilizers.feature_matching(D, pred_fake, seen(B)),)
+            if fm: g_terms += (self.stabilizers.feature_matching(D, pred_fake, x_real),)
         bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # g_gan + g_l1 (+ g_gan_feat); skipped: a flag on the device
         self.end_iteration(bad, (*g_terms, d_real, d_fake), epoch, num_batch, d_stats)
 

@@ -57,6 +57,20 @@ class Stabilizers:
         "`x` as D sees it: DiffAugment with `diffaugment` (the first `n_cond` channels a condition, with the image's spatial draws), or `x` itself"
         return diff_augment(x, self.diffaugment, n_cond) if self.diffaugment else x
 
+    def augment_alike(self, xs, n_cond:int=0):
+        "Each of `xs` as `augment` makes it, all with the random draws of the first (feature matching compares fake and real at the same shifts and holes)"
+        if not self.diffaugment: return list(xs)
+        dev = xs[0].device
+        cuda = [torch.cuda.current_device() if dev.index is None else dev.index] if dev.type == 'cuda' else []
+        cpu_state, cuda_states = torch.get_rng_state(), [torch.cuda.get_rng_state(i) for i in cuda]
+        res = [self.augment(xs[0], n_cond)]
+        with torch.random.fork_rng(devices=cuda):   # afterwards the generators are as after the first's draws
+            for x in xs[1:]:
+                torch.set_rng_state(cpu_state)
+                for i, s in zip(cuda, cuda_states): torch.cuda.set_rng_state(s, i)
+                res.append(self.augment(x, n_cond))
+        return res
+
     def adjust(self):
         "How D's optimizer follows the Learner's hyper-parameters under lazy regularisation (`lazy_hypers`), or `None`"
         return None if self.lazy is None else partial(lazy_hypers, interval=self.reg_interval)

@@ -148,3 +148,22 @@ def test_train_flags(tmp_path):
     assert len(rows) == 1 and float(rows[0]['g_gan_feat']) > 0
     with pytest.raises(SystemExit):
         main([str(a) for a in ['train', '--sample', '--out', tmp_path/'c', '--model', 'cut', '--num-d', 2]])
+
+
+def test_with_diffaugment_fake_and_real_are_matched_under_the_same_draws():
+    "The features of the real are those of the real augmented as the fake was: the condition beside both comes out the same"
+    seen = []
+    class Spy(Pix2pixTrainer):
+        def setup_discriminator(self, in_ch):
+            D = super().setup_discriminator(in_ch)
+            if not D._forward_pre_hooks: D.register_forward_pre_hook(lambda m, args: seen.append(args[0].detach().clone()))
+            return D
+    set_seed(0)
+    learn = Learner(paired_dls(), UnetGenerator(num_downs=5, ngf=8), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                    cbs=Spy(num_D=2, lambda_feat=10., diffaugment='translation,cutout'))
+    quiet_fit(learn)
+    assert len(seen) == 4 * 4   # per iteration: D's update on fake and real, then G's term on the fake and the real's features
+    for i in range(0, 16, 4):
+        d_fake, d_real, g_fake, g_real = seen[i:i+4]
+        assert torch.equal(g_fake[:, :3], g_real[:, :3]) and not torch.equal(g_fake[:, 3:], g_real[:, 3:])
+        assert not torch.equal(d_fake[:, :3], d_real[:, :3])   # D's update: draws of their own, as DiffAugment makes them
