@@ -208,6 +208,10 @@ def _parser():
     s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
                    help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
     s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions (default: off)")
+    s.add_argument('--num-d', type=int, help="pix2pix, cyclegan, pix2pixhd: discriminators, each at half the scale of the previous; "
+                   f"pix2pix and cyclegan take pix2pixHD's when more than 1 (default {_by_model('num_d')})")
+    s.add_argument('--lambda-feat', type=float, help="pix2pix, cyclegan, pix2pixhd: weight of the matching of D's features, and for "
+                   f"pix2pixhd of the VGG term (default {_by_model('lambda_feat', '{:g}'.format)}; 0: off)")
     s.add_argument('--swd', action='store_true', default=None, help='a validation SWD column after each epoch (--keep-best swd adds it)')
     h = t.add_argument_group('pix2pixhd', 'options of --model pix2pixhd (--n-blocks, --pool-size too); images scale to --load-size wide, no crop')
     h.add_argument('--label-nc', type=int, help=f"classes of the label maps (default {_by_model('label_nc')}, the reference's; 8 for --sample; 0: image inputs, train_A/ and train_B/)")
@@ -217,10 +221,8 @@ def _parser():
     h.add_argument('--n-local-enhancers', type=int, help=f"local enhancers (default {_by_model('n_local_enhancers')})")
     h.add_argument('--n-blocks-local', type=int, help=f"residual blocks of each local enhancer (default {_by_model('n_blocks_local')})")
     h.add_argument('--niter-fix-global', type=int, help=f"epochs training only the outermost local enhancer (default {_by_model('niter_fix_global')})")
-    h.add_argument('--num-d', type=int, help=f"discriminators, each at half the scale of the previous (default {_by_model('num_d')})")
     h.add_argument('--n-layers-d', type=int, help=f"layers of each discriminator (default {_by_model('n_layers_d')})")
     h.add_argument('--ndf', type=int, help=f"discriminators' width (default {_by_model('ndf')})")
-    h.add_argument('--lambda-feat', type=float, help=f"weight of feature matching and of the VGG term (default {_by_model('lambda_feat', '{:g}'.format)})")
     h.add_argument('--feat-match', action=argparse.BooleanOptionalAction, help="match D's intermediate features (default on)")
     h.add_argument('--vgg', metavar='PATH', help="torchvision's vgg19-dcbb9e9d.pth (or a safetensors copy) for the VGG term; 'off': none "
                    "(default: torchvision's cached file if there, else the term is off, with a note)")
@@ -269,6 +271,7 @@ def _parser():
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
     e.add_argument('--out', default=_defaults['evaluate_cmd'].out, help='output folder')
     e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
+    e.add_argument('--lpips-weights', metavar='DIR', default=None, help="a folder with torchvision's alexnet-owt-7be5be79.pth and LPIPS's alex.pth, for LPIPS")
     e.add_argument('--layout', choices=('aligned', 'separate'), default=_defaults['evaluate_cmd'].layout)
     e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=_defaults['evaluate_cmd'].direction)
     e.add_argument('--test-mode', choices=test_modes, default=None, help=f"default: the trainer's, or {reference_test_mode!r} for a .pth")

@@ -13,7 +13,6 @@ import torch.nn.functional as F
 from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from .models import PatchDiscriminator, ResnetGenerator
-from .losses import GANLoss
 from .optim import pix2pix_adam
 from .gan import AdversarialTrainer
 from .guard import norm_stats, restore_if
@@ -89,7 +88,8 @@ class CycleGANTrainer(AdversarialTrainer):
     d_names = ('d_a', 'd_b')
     g_cols, d_cols = ('g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b'), ('d_a', 'd_b')
     raw_preds = False   # `get_preds`: the model's six training outputs instead of the translations
-    def __init__(self, d_a:nn.Module|None=None, # D_A, judges B images; `None` builds an instance-norm `PatchDiscriminator`
+    takes_multiscale = True   # `num_D`, `lambda_feat`: pix2pixHD's D and feature matching (see `stabilizers`)
+    def __init__(self, d_a:nn.Module|None=None, # D_A, judges B images; `None` builds an instance-norm `PatchDiscriminator` (with `num_D`/`lambda_feat`, pix2pixHD's)
                  d_b:nn.Module|None=None,  # D_B, judges A images
                  gan_mode:str='lsgan',     # the reference's default; 'vanilla', 'hinge' or 'wgangp' (without penalty) too
                  lambda_a:float=10.,       # weight of the A -> B -> A cycle
@@ -99,9 +99,12 @@ class CycleGANTrainer(AdversarialTrainer):
                  **kwargs):                # the options of `AdversarialTrainer` (optimizer, precision, clipping, export, ...)
         super().__init__(**kwargs)
         store_attr('d_a,d_b,gan_mode,lambda_a,lambda_b,lambda_idt,pool_size')
-        self.gan_loss, self.pool_a, self.pool_b = GANLoss(gan_mode), ImagePool(pool_size), ImagePool(pool_size)
+        self.gan_loss, self.pool_a, self.pool_b = self.stabilizers.gan_loss(gan_mode), ImagePool(pool_size), ImagePool(pool_size)
+        if self.stabilizers.lambda_feat: self.g_cols = self.g_cols + ('feat_a', 'feat_b')   # feature matching through D_A and D_B
 
-    def make_discriminator(self, name, in_ch): return PatchDiscriminator(in_ch=in_ch, norm='instance')
+    def make_discriminator(self, name, in_ch):
+        ms = self.stabilizers
+        return ms.discriminator(in_ch, 'instance') if ms.multiscale else PatchDiscriminator(in_ch=in_ch, norm='instance')
 
     def on_train_begin(self, **kwargs):
         "Check that the Learner trains on `generator_loss`; identity terms on or off; then the common set-up"
@@ -147,15 +150,19 @@ class CycleGANTrainer(AdversarialTrainer):
         return torch.zeros((), device=real_A.device) if self.training else reduce(add, self.g_losses(out, real_A, real_B))
 
     def g_losses(self, out, real_A, real_B):
-        "The generators' loss terms, in column order: GAN terms through the frozen discriminators, cycle and identity terms"
+        "The generators' loss terms, in column order: GAN terms through the frozen discriminators, cycle and identity terms (and feature matching, with `lambda_feat`)"
         fake_B, rec_A, fake_A, rec_B, *idt = out
         l1 = lambda a, b: F.l1_loss(a.float(), b.float())
-        loss_g_a = self.gan_loss(self.d_a(self.d_input(fake_B)), True, for_discriminator=False)
-        loss_g_b = self.gan_loss(self.d_b(self.d_input(fake_A)), True, for_discriminator=False)
+        fm = self.stabilizers.lambda_feat   # feature matching: each real as D sees it, with its fake's augmentation
+        seen = lambda fake, real: self.d_inputs_alike([fake, real]) if fm else (self.d_input(fake), None)
+        x_b, x_rb = seen(fake_B, real_B); pred_b = self.d_a(x_b); loss_g_a = self.gan_loss(pred_b, True, for_discriminator=False)
+        x_a, x_ra = seen(fake_A, real_A); pred_a = self.d_b(x_a); loss_g_b = self.gan_loss(pred_a, True, for_discriminator=False)
         cycle_a, cycle_b = l1(rec_A, real_A) * self.lambda_a, l1(rec_B, real_B) * self.lambda_b
         if idt: idt_a, idt_b = l1(idt[0], real_B) * self.lambda_b * self.lambda_idt, l1(idt[1], real_A) * self.lambda_a * self.lambda_idt
         else: idt_a = idt_b = torch.zeros_like(loss_g_a)
-        return loss_g_a, loss_g_b, cycle_a, cycle_b, idt_a, idt_b
+        res = (loss_g_a, loss_g_b, cycle_a, cycle_b, idt_a, idt_b)
+        if not fm: return res
+        return res + (self.stabilizers.feature_matching(self.d_a, pred_b, x_rb), self.stabilizers.feature_matching(self.d_b, pred_a, x_ra))
 
     def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
         "The CycleGAN iteration: G_A and G_B through the frozen discriminators, then D_A on real B against pooled fake B, D_B on real A against pooled fake A"

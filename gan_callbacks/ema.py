@@ -10,10 +10,11 @@ import torch.distributed as dist
 from fastcore.basics import store_attr
 from fastai.callback.core import Callback
 from fastai.torch_core import find_bs
+from fastai.callback.training import GradientAccumulation
 from .internals import copy_into
 
 # %% auto #0
-__all__ = ['ema_beta', 'ema_update', 'skip_flag', 'GeneratorEMA', 'find_ema', 'averaged']
+__all__ = ['ema_beta', 'ema_update', 'skip_flag', 'g_updated', 'GeneratorEMA', 'find_ema', 'averaged']
 
 # %% ../nbs/09b_ema.ipynb #d5985d3f
 def ema_beta(batch_size:int, ema_kimg:float=10., cur_nimg:int=0, ema_rampup:float|None=None) -> float:
@@ -34,15 +35,22 @@ def skip_flag(learn):
     "The flag (on the device) a GAN trainer among `learn`'s callbacks set for this training iteration, `iteration_skipped`, or `None`"
     return next((f for cb in learn.cbs if torch.is_tensor(f := cb.__dict__.get('iteration_skipped'))), None)
 
+def g_updated(learn) -> bool:
+    "Whether this training batch ends with an update of the generator: not while gradients accumulate (a GAN trainer's `g_updated`, else fastai's `GradientAccumulation`)"
+    flag = next((f for cb in learn.cbs if isinstance(f := cb.__dict__.get('g_updated'), bool)), None)
+    if flag is not None: return flag
+    acc = next((cb for cb in learn.cbs if isinstance(cb, GradientAccumulation)), None)
+    return acc is None or acc.count == 0   # fastai's counter restarts at the update
+
 class GeneratorEMA(Callback):
     "Exponential moving average of the Learner's model's weights (StyleGAN2-ADA's half-life form), used for validation and prediction"
     order = 20   # after the trainers' `after_batch` (order 0), where the generator steps
     def __init__(self, ema_kimg:float=10.,             # half-life of the average, in thousands of images
                  ema_rampup:float|None=None,     # half-life at most this fraction of the images seen (StyleGAN2-ADA: 0.05)
-                 batch_size:int|None=None):      # images per step; default: the batch's, times the processes
+                 batch_size:int|None=None):      # images per generator step; default: the batch's (those of an accumulated sum), times the processes
         store_attr()
         self.averages, self.names, self.cur_nimg = None, None, 0
-        self._backup, self._lr_find_state, self._ps = None, None, None
+        self._backup, self._lr_find_state, self._ps, self._nimg = None, None, None, 0
 
     def _params(self):
         "The model's parameters, listed once per fit (and when the state is loaded)"
@@ -62,11 +70,15 @@ class GeneratorEMA(Callback):
     def before_fit(self):
         self.restore()   # weights left in by a validation that crashed
         self._setup()
+        self._nimg = 0   # images since the last generator update (accumulation restarts with each fit)
         if hasattr(self.learn, 'lr_finder'): self._lr_find_state = self.state_dict()
 
     def after_batch(self):
+        "After a generator update, one step of the average over the images of its batches (those of a sum, while gradients accumulate)"
         if not self.training: return
-        n = self.batch_size or find_bs(self.learn.xb) * _world()
+        self._nimg += self.batch_size or find_bs(self.learn.xb) * _world()
+        if not g_updated(self.learn): return
+        n, self._nimg = (self.batch_size or self._nimg), 0
         self.update(n, skip_flag(self.learn))
 
     def update(self, n:int, skip:torch.Tensor|None=None):
@@ -130,7 +142,7 @@ class GeneratorEMA(Callback):
 
     def __getstate__(self):
         state = {**self.__dict__}
-        state.update(_backup=None, _lr_find_state=None, _ps=None)
+        state.update(_backup=None, _lr_find_state=None, _ps=None, _nimg=0)
         return state
 
 # %% ../nbs/09b_ema.ipynb #798d372c

@@ -76,6 +76,7 @@ class FastaiEvents(Callback):
 class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallback):
     "Base of the GAN trainers: the v1 events of an iteration and the state, composed of the trainer's parts"
     g_cols, d_cols = (), ()   # the loss columns, given by each trainer
+    takes_multiscale = False  # whether the trainer builds pix2pixHD's multi-scale D and adds feature matching when asked (`num_D`, `lambda_feat`)
     def __init__(self, d_opt_func=None,          # the discriminators' optimizer; defaults to the Learner's `opt_func`
                  d_lr_mult:float=1.,       # D's lr relative to the Learner's scheduled lr
                  clip_g:float|None=None,   # max gradient norm for the Learner's model
@@ -91,14 +92,18 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
                  r1_gamma:float=0.,        # weight of the lazy R1 penalty (at the reals; 0: off)
                  r2_gamma:float=0.,        # weight of the lazy R2 penalty (at the fakes; 0: off)
                  reg_interval:int=16,      # D steps between two penalty steps
-                 spectral_norm:bool=False): # spectral norm on the discriminators' convolutions
+                 spectral_norm:bool=False, # spectral norm on the discriminators' convolutions
+                 num_D:int=1,              # discriminators at halved scales (pix2pixHD's multi-scale D, for trainers with `takes_multiscale`)
+                 lambda_feat:float=0.):    # weight of pix2pixHD's feature matching in G's loss (0: off)
         if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-        store_attr(but='diffaugment,r1_gamma,r2_gamma,reg_interval')
+        store_attr(but='diffaugment,r1_gamma,r2_gamma,reg_interval,num_D,lambda_feat')
         super().__init__()
         self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(), LossLog(beta), HeldContexts(), False
         self.accumulation, self.fastai_clip = Accumulation(), None   # fastai's `GradientAccumulation` and `GradientClip`, read at each fit
         self.guard = NonFiniteGuard(max_nonfinite, who=type(self).__name__)
-        self.stabilizers, self.iteration_skipped = Stabilizers(diffaugment, r1_gamma, r2_gamma, reg_interval), None
+        self.stabilizers, self.iteration_skipped = Stabilizers(diffaugment, r1_gamma, r2_gamma, reg_interval, num_D, lambda_feat), None
+        if self.stabilizers.multiscale and not self.takes_multiscale:
+            raise ValueError(f"{type(self).__name__} does not build a multi-scale discriminator or add feature matching: leave num_D=1 and lambda_feat=0")
 
     cols = property(lambda self: self.g_cols + self.d_cols)
     hist = property(lambda self: self.loss_log.hist)   # one row of smoothed losses per training batch
@@ -130,6 +135,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         "Free last step's gradients and copy G's statistics (training) or enter the test mode (validation); enter autocast"
         if train:
             self.accumulation.batch(last_target)
+            self.g_updated = self.accumulation.update   # for the callbacks after the trainer (`GeneratorEMA`): whether G steps at this batch
             if self.accumulation.first:
                 for p in self.g_params(): p.grad = None   # last step's gradients, freed before the forward
             self._g_stats = norm_stats(self.learn.model)   # the forward is about to update them

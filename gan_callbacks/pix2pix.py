@@ -13,7 +13,7 @@ from fastcore.foundation import L
 from fastai.learner import Learner
 from fastai.losses import L1LossFlat
 from .models import UnetGenerator, PatchDiscriminator
-from .losses import GANLoss, gradient_penalty
+from .losses import gradient_penalty
 from .optim import pix2pix_adam, linear_decay_schedule
 from .progress import SyncFreeProgressCallback
 from .gan import AdversarialTrainer
@@ -67,7 +67,8 @@ class PairedTrainer(AdversarialTrainer):
 class Pix2pixTrainer(PairedTrainer):
     "Pix2pix: per training batch one D update then one G update; G is the Learner's model and `learn.opt` steps it"
     d_names, g_cols, d_cols = ('discriminator',), ('g_gan', 'g_l1'), ('d_real', 'd_fake')
-    def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` fitted to the data
+    takes_multiscale = True   # `num_D`, `lambda_feat`: pix2pixHD's D and feature matching (see `stabilizers`)
+    def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `PatchDiscriminator` (with `num_D`/`lambda_feat`, pix2pixHD's) fitted to the data
                  gan_mode:str='vanilla',   # 'vanilla' (the paper), 'lsgan', 'hinge' or 'wgangp'
                  lambda_l1:float=100.,     # weight of the L1 term in G's loss
                  n_critic:int=1,           # D updates per G update
@@ -75,11 +76,15 @@ class Pix2pixTrainer(PairedTrainer):
                  **kwargs):                # the options of `AdversarialTrainer` (optimizer, precision, clipping, export, ...)
         super().__init__(**kwargs)
         store_attr('gan_mode,lambda_l1,n_critic,gp_weight')
-        self.discriminator, self.gan_loss = discriminator, GANLoss(gan_mode)
+        ms = self.stabilizers
+        if gan_mode == 'wgangp' and ms.multiscale: raise ValueError("gan_mode='wgangp' penalises one prediction per image: leave num_D=1 and lambda_feat=0")
+        self.discriminator, self.gan_loss = discriminator, ms.gan_loss(gan_mode)
+        if ms.lambda_feat: self.g_cols = self.g_cols + ('g_gan_feat',)   # pix2pixHD's name for the term
 
-    def make_discriminator(self, name, in_ch): return PatchDiscriminator(in_ch=in_ch)
+    def make_discriminator(self, name, in_ch):
+        return self.stabilizers.discriminator(in_ch, 'batch') if self.stabilizers.multiscale else PatchDiscriminator(in_ch=in_ch)
     def setup_discriminator(self, in_ch:int):
-        "D and its optimizer; builds a `PatchDiscriminator` for `in_ch` channels (A and B together) if none was given"
+        "D and its optimizer; builds one (`make_discriminator`) for `in_ch` channels (A and B together) if none was given"
         return self.setup_discriminators({'discriminator': in_ch})['discriminator']
 
     def on_train_begin(self, **kwargs):
@@ -113,10 +118,13 @@ class Pix2pixTrainer(PairedTrainer):
             d_bad = self.step_d(d_loss) | d_bad | self.d_regularize((D, B, fake.detach(), A))
         self.d_requires_grad(False)
         with self.autocast():
-            g_gan = self.gan_loss(D(seen(fake)), True, for_discriminator=False)
-            g_l1 = self.lambda_l1 * F.l1_loss(fake.float(), B.float())
-        bad = self.step_g(g_gan + g_l1) | d_bad   # skipped: a flag on the device
-        self.end_iteration(bad, (g_gan, g_l1, d_real, d_fake), epoch, num_batch, d_stats)
+            fm = self.stabilizers.lambda_feat
+            x_fake, x_real = self.d_inputs_alike([torch.cat([A, fake], 1), torch.cat([A, B], 1)], A.shape[1]) if fm else (seen(fake), None)
+            pred_fake = D(x_fake)
+            g_terms = (self.gan_loss(pred_fake, True, for_discriminator=False), self.lambda_l1 * F.l1_loss(fake.float(), B.float()))
+            if fm: g_terms += (self.stabilizers.feature_matching(D, pred_fake, x_real),)
+        bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # g_gan + g_l1 (+ g_gan_feat); skipped: a flag on the device
+        self.end_iteration(bad, (*g_terms, d_real, d_fake), epoch, num_batch, d_stats)
 
 # %% ../nbs/02_pix2pix.ipynb #2fce5a90
 def unet_depth(size:int, max_downs:int=8):

@@ -167,9 +167,9 @@ class Pix2pixRun(TrainRun):
     name, multiple, why = 'pix2pix', 32, 'the U-Net halves it at least 5 times'
     def __init__(self, gan_mode=_p2p.gan_mode, lambda_l1=_p2p.lambda_l1, direction=_data.direction, layout=_data.layout,
                  test_mode=reference_test_mode, # G at test time as the paper and the reference's test.py run it
-                 channels_last=_p2p.channels_last, compile=_p2p.compile): store_attr()
+                 channels_last=_p2p.channels_last, compile=_p2p.compile, num_d=_p2p.num_D, lambda_feat=_p2p.lambda_feat): store_attr()
     monitors = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
-    def weights(self): return {'--lambda-l1': self.lambda_l1}
+    def weights(self): return {'--lambda-l1': self.lambda_l1, '--lambda-feat': self.lambda_feat}
     def sample(self): return sample_pairs()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
@@ -180,7 +180,8 @@ class Pix2pixRun(TrainRun):
         dls = make(data, layout=self.layout, direction=self.direction, load_size=load_size, crop_size=crop_size, bs=bs,
                    num_downs=max(self.depth, 5))
         G = UnetGenerator(dls.in_ch, dls.out_ch, num_downs=self.depth, ngf=ngf)
-        return pix2pix_learner(dls, generator=G, gan_mode=self.gan_mode, lambda_l1=self.lambda_l1, path=out, model_dir='checkpoints',
+        return pix2pix_learner(dls, generator=G, gan_mode=self.gan_mode, lambda_l1=self.lambda_l1, num_D=self.num_d, lambda_feat=self.lambda_feat,
+                               path=out, model_dir='checkpoints',
                                metrics=[PSNR(), SSIM(), *self.swd_metrics()], recipe=self.recipe,
                                trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile, **self.stabilizers))
 
@@ -226,8 +227,8 @@ class CycleGANRun(TrainRun):
     name, multiple, why, sample_name = 'cyclegan', 4, 'the ResNet halves it twice', 'unpaired sample dataset'
     title, g, directions = 'CycleGAN', 'G_A', ' --direction AtoB|BtoA'   # what the messages call the model, the generator scored, the directions
     def __init__(self, gan_mode=_cyc.gan_mode, n_blocks=_resnet.n_blocks, lambda_a=_cyc.lambda_a, lambda_b=_cyc.lambda_b,
-                 lambda_idt=_cyc.lambda_idt, pool_size=_cyc.pool_size): store_attr()
-    def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt}
+                 lambda_idt=_cyc.lambda_idt, pool_size=_cyc.pool_size, num_d=_cyc.num_D, lambda_feat=_cyc.lambda_feat): store_attr()
+    def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt, '--lambda-feat': self.lambda_feat}
     @property
     def monitors(self): return {'l1': 'true_l1'} if getattr(self, 'truth', None) else {}   # with true B images only
     def check(self):
@@ -239,7 +240,7 @@ class CycleGANRun(TrainRun):
         self.truth = true_pairs(data, crop_size, in_ch=dls.in_ch, out_ch=dls.out_ch)
         gs = [ResnetGenerator(i, o, ngf=ngf, n_blocks=self.n_blocks) for i, o in ((dls.in_ch, dls.out_ch), (dls.out_ch, dls.in_ch))]
         return cyclegan_learner(dls, *gs, gan_mode=self.gan_mode, lambda_a=self.lambda_a, lambda_b=self.lambda_b, lambda_idt=self.lambda_idt,
-                                pool_size=self.pool_size, path=out, model_dir='checkpoints', metrics=self.swd_metrics(), recipe=self.recipe,
+                                pool_size=self.pool_size, num_D=self.num_d, lambda_feat=self.lambda_feat, path=out, model_dir='checkpoints', metrics=self.swd_metrics(), recipe=self.recipe,
                                 trainer_kwargs=self.stabilizers)
 
     def callbacks(self, out, n_samples):

@@ -132,6 +132,10 @@ class Updates:
         "`x` as D sees it in training: augmented with `diffaugment` if asked (the first `n_cond` channels a condition)"
         return self.stabilizers.augment(x, n_cond) if self.training else x
 
+    def d_inputs_alike(self, xs, n_cond:int=0):
+        "Each of `xs` as D sees it in training, all augmented with the same draws (`Stabilizers.augment_alike`): a fake and the real its features are matched to"
+        return self.stabilizers.augment_alike(xs, n_cond) if self.training else list(xs)
+
     def d_regularize(self, *ds):
         "After a D update, when due: a D step on the lazy R1/R2 penalty of each `(D, real, fake[, cond])`; its skipped flag"
         loss = self.stabilizers.penalty(*ds)

@@ -125,3 +125,22 @@ def test_cyclegan_both_generators_averaged(tmp_path):
     assert len(ema.averages) == len(list(learn.model.parameters()))
     assert {n.split('.')[0] for n in ema.names} == {n.split('.')[0] for n, _ in learn.model.named_parameters()}
     assert len({n.split('.')[0] for n in ema.names}) == 2   # G_A and G_B
+
+def test_under_gradient_accumulation_the_average_steps_with_the_generator():
+    "With fastai's `GradientAccumulation`, G steps once per sum of batches: the average steps then, over the sum's images"
+    from fastai.callback.training import GradientAccumulation
+    G, D = nets()
+    data = batches(n=4, bs=2)
+    ema, steps = GeneratorEMA(ema_kimg=0.01, ema_rampup=0.5), Steps()
+    learn = Learner(make_dls(data), G, loss_func=F.l1_loss, opt_func=pix2pix_adam,
+                    cbs=[Pix2pixTrainer(D), GradientAccumulation(n_acc=4), ema, steps])
+    init = state_params(learn.model)
+    fit(learn, 1, 2e-4)
+    moved = [not all(torch.equal(a, b) for a, b in zip(x, y)) for x, y in zip([init] + steps.after, steps.after)]
+    assert moved == [False, True, False, True]   # G steps at every second batch
+    avg, nimg = init, 0
+    for ps in steps.after[1::2]:   # after each generator step: one step of the average, over 4 images
+        beta = ema_beta(4, 0.01, nimg, 0.5)
+        avg = [p.lerp(e, beta) for p, e in zip(ps, avg)]; nimg += 4
+    for a, e in zip(avg, ema.averages): assert torch.equal(a, e)
+    assert ema.cur_nimg == 8
