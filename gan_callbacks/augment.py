@@ -69,11 +69,13 @@ def check_policy(policy:str):
     "The parts of DiffAugment `policy` ('color,translation,cutout'); fails on unknown parts"
     parts = [p for p in policy.split(',') if p] if policy else []
     bad = [p for p in parts if p not in augment_fns]
-    if bad: raise ValueError(f"DiffAugment policy {policy!r}: unknown part(s) {', '.join(map(repr, bad))}; the parts are {', '.join(augment_fns)}")
+    if bad: raise ValueError(f"DiffAugment policy {policy!r}: unknown part(s) {', '.join(map(repr, bad))}; "
+                             f"the parts are {', '.join(augment_fns)}")
     return parts
 
 def diff_augment(x, policy:str='color,translation,cutout', n_cond:int=0):
-    "DiffAugment of batch `x` (N, C, H, W) with `policy`; the first `n_cond` channels, a condition, take only the spatial parts, with the image's draws"
+    ("DiffAugment of batch `x` (N, C, H, W) with `policy`; "
+     "the first `n_cond` channels, a condition, take only the spatial parts, with the image's draws")
     for p in check_policy(policy):
         for f in augment_fns[p]:
             if p in color_policies and n_cond: x = torch.cat([x[:, :n_cond], f(x[:, n_cond:])], 1)

@@ -29,13 +29,15 @@ class MultiscaleGANLoss(nn.Module):
 
 # %% ../nbs/05b_hd_losses.ipynb #f56cfd02
 class FeatureMatchingLoss(nn.Module):
-    "pix2pixHD's feature matching: L1 between D's intermediate features of fake and (detached) real, weighted 4/(n_layers+1) x 1/num_D x `lambda_feat`"
+    ("pix2pixHD's feature matching: L1 between D's intermediate features of fake and (detached) real, "
+     "weighted 4/(n_layers+1) x 1/num_D x `lambda_feat`")
     def __init__(self, lambda_feat:float=10.): super().__init__(); store_attr()
 
     def forward(self, fake_feats, real_feats):
         num_D, loss = len(fake_feats), 0.
         for fs, rs in zip(fake_feats, real_feats):
-            if len(fs) < 2: raise ValueError("feature matching needs each scale's intermediate features: build the discriminator with `get_interm_feat=True`")
+            if len(fs) < 2: raise ValueError("feature matching needs each scale's intermediate features: "
+                                             "build the discriminator with `get_interm_feat=True`")
             w = (4. / (len(fs) - 1)) * (1. / num_D)   # n_layers + 1 intermediate features before the prediction
             for f, r in zip(fs[:-1], rs[:-1]): loss = loss + w * F.l1_loss(f.float(), r.detach().float()) * self.lambda_feat
         return loss
@@ -84,14 +86,16 @@ class VGG19Features(nn.Module):
         path = Path(path).expanduser()
         if not path.is_file():
             raise FileNotFoundError(f"VGG19 weights not found at {path}: get torchvision's file with `curl -LO {vgg19_url}` "
-                                    f"(or `torchvision.models.vgg19(weights='IMAGENET1K_V1')` once, which keeps it at {vgg19_file()}) and pass its path")
+                                    f"(or `torchvision.models.vgg19(weights='IMAGENET1K_V1')` once, which keeps it at {vgg19_file()}) "
+                                    "and pass its path")
         if path.suffix == '.safetensors':
             from safetensors.torch import load_file
             sd = load_file(str(path))
         else:
             sd = torch.load(path, map_location='cpu', weights_only=True)
             if not _sha256(path).startswith(vgg19_sha256_prefix):
-                warnings.warn(f"{path} is not torchvision's vgg19-{vgg19_sha256_prefix}.pth (its SHA-256 starts otherwise): using its weights as they are")
+                warnings.warn(f"{path} is not torchvision's vgg19-{vgg19_sha256_prefix}.pth (its SHA-256 starts otherwise): "
+                              "using its weights as they are")
         m = cls()
         want = {k: v.shape for k, v in m.features.state_dict().items()}
         got = {k.removeprefix('features.'): v for k, v in sd.items() if k.removeprefix('features.') in want}

@@ -74,7 +74,8 @@ class GlobalGenerator(nn.Module):
 _avg_down = dict(kernel_size=3, stride=2, padding=[1, 1], count_include_pad=False)   # the reference's input pyramid
 
 class LocalEnhancer(nn.Module):
-    "pix2pixHD's coarse-to-fine generator: a `GlobalGenerator` (without its last conv) at the coarsest scale inside `n_local_enhancers` enhancers"
+    ("pix2pixHD's coarse-to-fine generator: a `GlobalGenerator` (without its last conv) at the coarsest scale "
+     "inside `n_local_enhancers` enhancers")
     def __init__(self, in_ch:int=3, out_ch:int=3, ngf:int=64, n_downsampling:int=4, n_blocks:int=9,
                  n_local_enhancers:int=1, n_blocks_local:int=3, norm:str='instance', padding:str='reflect', init:bool=True):
         super().__init__()
@@ -129,7 +130,8 @@ def _patch_layers(in_ch:int, ndf:int, n_layers:int, nl):
     return groups
 
 class MultiscaleDiscriminator(nn.Module):
-    "pix2pixHD's `num_D` PatchGANs, on the input average-pooled 0, 1, ... times; returns per scale (finest first) a list of features, the prediction last"
+    ("pix2pixHD's `num_D` PatchGANs, on the input average-pooled 0, 1, ... times; "
+     "returns per scale (finest first) a list of features, the prediction last")
     def __init__(self, in_ch:int=6, ndf:int=64, n_layers:int=3, norm:str='instance', num_D:int=2,
                  get_interm_feat:bool=True, # each D returns every layer's output (for feature matching), else its prediction only
                  init:bool=True):

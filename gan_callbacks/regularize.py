@@ -41,7 +41,8 @@ def lazy_ratio(interval:int) -> float:
 class LazyRegularizer:
     "StyleGAN2's lazy regularisation: a term every `interval` D steps, multiplied by `interval`"
     def __init__(self, interval:int=16):
-        if not isinstance(interval, int) or interval < 1: raise ValueError(f"interval must be a whole number of D steps, at least 1, got {interval!r}")
+        if not isinstance(interval, int) or interval < 1:
+            raise ValueError(f"interval must be a whole number of D steps, at least 1, got {interval!r}")
         store_attr(); self.n_steps = 0
     @property
     def due(self) -> bool:
@@ -59,7 +60,8 @@ class LazyRegularizer:
 
 # %% ../nbs/09c_regularize.ipynb #063c9ca4
 def lazy_hypers(hypers:dict, interval:int) -> dict:
-    "`hypers` (fastai's lr/mom/sqr_mom or PyTorch's lr/betas) as StyleGAN2-ADA adjusts them for a lazy regularisation every `interval` steps"
+    ("`hypers` (fastai's lr/mom/sqr_mom or PyTorch's lr/betas) "
+     "as StyleGAN2-ADA adjusts them for a lazy regularisation every `interval` steps")
     r, res = lazy_ratio(interval), dict(hypers)
     if 'lr' in res: res['lr'] = res['lr'] * r
     for k in ('mom', 'sqr_mom'):
