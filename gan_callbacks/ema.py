@@ -36,7 +36,8 @@ def skip_flag(learn):
     return next((f for cb in learn.cbs if torch.is_tensor(f := cb.__dict__.get('iteration_skipped'))), None)
 
 def g_updated(learn) -> bool:
-    "Whether this training batch ends with an update of the generator: not while gradients accumulate (a GAN trainer's `g_updated`, else fastai's `GradientAccumulation`)"
+    ("Whether this training batch ends with an update of the generator: not while gradients accumulate "
+     "(a GAN trainer's `g_updated`, else fastai's `GradientAccumulation`)")
     flag = next((f for cb in learn.cbs if isinstance(f := cb.__dict__.get('g_updated'), bool)), None)
     if flag is not None: return flag
     acc = next((cb for cb in learn.cbs if isinstance(cb, GradientAccumulation)), None)
@@ -47,7 +48,7 @@ class GeneratorEMA(Callback):
     order = 20   # after the trainers' `after_batch` (order 0), where the generator steps
     def __init__(self, ema_kimg:float=10.,             # half-life of the average, in thousands of images
                  ema_rampup:float|None=None,     # half-life at most this fraction of the images seen (StyleGAN2-ADA: 0.05)
-                 batch_size:int|None=None):      # images per generator step; default: the batch's (those of an accumulated sum), times the processes
+                 batch_size:int|None=None):      # images per generator step; default: the batch's (a sum's, accumulated), times processes
         store_attr()
         self.averages, self.names, self.cur_nimg = None, None, 0
         self._backup, self._lr_find_state, self._ps, self._nimg = None, None, None, 0

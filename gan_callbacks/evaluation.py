@@ -82,7 +82,8 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
              bs:int=8, n_show:int=4, device=None, quiet:bool=False,
              lpips_weights=None,             # the folder of LPIPS's files (see `lpips_metric`), for an LPIPS column
              lpips:nn.Module|None=None) -> dict: # an `LPIPS` network instead
-    "Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM, SWD; FID/KID with weights or `extractor`; LPIPS with its weights), best/worst grid"
+    ("Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM, SWD; FID/KID with weights or `extractor`; "
+     "LPIPS with its weights), best/worst grid")
     t0 = time.time()
     if test_mode not in (None, *test_modes): raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
     folder, device = _test_folder(data), torch.device(device or default_device())
@@ -96,7 +97,9 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
     scores = image_scores(fake, y)
     if lpips is not None:
         lp = lpips.to(device)
-        with torch.no_grad(): scores['lpips'] = torch.cat([lp(f.to(device), t.to(device)).cpu() for f, t in zip(fake.split(bs), y.split(bs))]).double().numpy()
+        with torch.no_grad():
+            scores['lpips'] = torch.cat([lp(f.to(device), t.to(device)).cpu()
+                                         for f, t in zip(fake.split(bs), y.split(bs))]).double().numpy()
     summary = dict(n_images=len(y), size=size, **{k: float(v.mean()) for k, v in scores.items()})
     if min(y.shape[-2:]) >= 16: summary['swd'] = swd(y, fake)   # weight-free realism: outputs against targets as two sets
     if extractor is not None:

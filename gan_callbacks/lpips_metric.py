@@ -39,7 +39,8 @@ def unit_normalize(x, eps:float=1e-10):
     return x / (x.square().sum(1, keepdim=True).sqrt() + eps)
 
 class LPIPS(nn.Module):
-    "LPIPS (Zhang et al. 2018) of two image batches in [-1, 1], per image: a sum over layers of the spatial mean of learned 1x1 weights of squared differences of unit-normalised features"
+    ("LPIPS (Zhang et al. 2018) of two image batches in [-1, 1], per image: a sum over layers of the spatial mean of learned 1x1 weights "
+     "of squared differences of unit-normalised features")
     def __init__(self, net:str='alex'): # 'alex' or 'vgg'; randomly initialised unless loaded with `from_files`
         super().__init__()
         if net not in lpips_nets: raise ValueError(f"net must be one of {', '.join(map(repr, lpips_nets))}, got {net!r}")
@@ -72,7 +73,8 @@ class LPIPS(nn.Module):
         want = m.features.state_dict()
         got = {k.removeprefix('features.'): v for k, v in sd.items() if k.removeprefix('features.') in want}
         bad = [k for k in want if k not in got or got[k].shape != want[k].shape]
-        if bad: raise ValueError(f"{backbone} does not hold torchvision's {net} features: {len(bad)} of {len(want)} tensors missing or of another "
+        if bad: raise ValueError(f"{backbone} does not hold torchvision's {net} features: {len(bad)} of {len(want)} tensors missing or "
+                                 f"of another "
                                  f"shape, first features.{bad[0]} (expected {tuple(want[bad[0]].shape)})")
         m.features.load_state_dict(got)
         sd = torch.load(lin, map_location='cpu', weights_only=True)
@@ -89,12 +91,14 @@ def lpips_weights_dir(weights=None) -> Path:
     return Path(weights or os.environ.get('GAN_CALLBACKS_LPIPS_WEIGHTS') or gan_callbacks_home()/'lpips').expanduser()
 
 def lpips_files(net:str='alex', backbone=None, lin=None, weights=None):
-    "The backbone's and the linear layers' files of LPIPS `net`: as given, else in `lpips_weights_dir(weights)` (the backbone also in torch's cache), checked to exist"
+    ("The backbone's and the linear layers' files of LPIPS `net`: as given, else in `lpips_weights_dir(weights)` "
+     "(the backbone also in torch's cache), checked to exist")
     if net not in lpips_nets: raise ValueError(f"net must be one of {', '.join(map(repr, lpips_nets))}, got {net!r}")
     name, d = lpips_nets[net]['file'], lpips_weights_dir(weights)
     if backbone is None: backbone = next((p for p in (d/name, Path(torch.hub.get_dir())/'checkpoints'/name) if p.is_file()), d/name)
     backbone, lin = Path(backbone).expanduser(), Path(lin or d/f'{net}.pth').expanduser()
-    for fn, what, url in ((backbone, f"torchvision's {name}", lpips_torchvision_url.format(name)), (lin, f"LPIPS's v0.1 {net}.pth", lpips_lin_url.format(net))):
+    for fn, what, url in ((backbone, f"torchvision's {name}", lpips_torchvision_url.format(name)),
+                          (lin, f"LPIPS's v0.1 {net}.pth", lpips_lin_url.format(net))):
         if not fn.is_file():
             raise FileNotFoundError(f"LPIPS needs {what}, not found at {fn} (never downloaded here): get it with `curl -L -o {fn} {url}` "
                                     f"(the folder is --lpips-weights DIR, `weights=` in Python, or $GAN_CALLBACKS_LPIPS_WEIGHTS)")

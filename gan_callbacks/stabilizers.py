@@ -20,7 +20,8 @@ __all__ = ['ema_defaults', 'recipes', 'Stabilizers', 'with_recipe']
 
 # %% ../nbs/09_stabilizers.ipynb #e22285a9
 class Stabilizers:
-    "A trainer's discriminator options beyond the papers, all off by default: DiffAugment of D's inputs, lazy R1 (reals) and R2 (fakes) penalties, pix2pixHD's multi-scale D and feature matching"
+    ("A trainer's discriminator options beyond the papers, all off by default: DiffAugment of D's inputs, lazy R1 (reals) and R2 (fakes) "
+     "penalties, pix2pixHD's multi-scale D and feature matching")
     def __init__(self, diffaugment:str|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout'
                  r1_gamma:float=0.,  # weight of R1, the gradient penalty at the reals (0: off)
                  r2_gamma:float=0.,  # weight of R2, the gradient penalty at the fakes (0: off)
@@ -39,7 +40,8 @@ class Stabilizers:
     def multiscale(self) -> bool: return self.num_D > 1 or self.lambda_feat > 0   # D is pix2pixHD's `MultiscaleDiscriminator`
 
     def discriminator(self, in_ch:int, norm:str='batch'):
-        "pix2pixHD's `MultiscaleDiscriminator` for `in_ch` channels: `num_D` scales of 3-layer PatchGANs, returning every layer's features when `lambda_feat`"
+        ("pix2pixHD's `MultiscaleDiscriminator` for `in_ch` channels: `num_D` scales of 3-layer PatchGANs, "
+         "returning every layer's features when `lambda_feat`")
         return MultiscaleDiscriminator(in_ch, num_D=self.num_D, norm=norm, get_interm_feat=self.lambda_feat > 0)
 
     def gan_loss(self, mode:str):
@@ -47,18 +49,22 @@ class Stabilizers:
         return MultiscaleGANLoss(mode) if self.multiscale else GANLoss(mode)
 
     def feature_matching(self, D, pred_fake, real):
-        "pix2pixHD's feature matching: `FeatureMatchingLoss(lambda_feat)` of `pred_fake` (D's features of a fake) and D's features of `real` (what D sees), no gradient through the latter"
-        if torch.is_tensor(pred_fake): raise ValueError(f"lambda_feat needs a discriminator returning each scale's features (a `MultiscaleDiscriminator` with "
-                                                        f"get_interm_feat=True, built when none is given), got one returning a tensor ({type(D).__name__})")
+        ("pix2pixHD's feature matching: `FeatureMatchingLoss(lambda_feat)` of `pred_fake` (D's features of a fake) and D's features "
+         "of `real` (what D sees), no gradient through the latter")
+        if torch.is_tensor(pred_fake):
+            raise ValueError(f"lambda_feat needs a discriminator returning each scale's features (a `MultiscaleDiscriminator` with "
+                             f"get_interm_feat=True, built when none is given), got one returning a tensor ({type(D).__name__})")
         with torch.no_grad(): pred_real = D(real)
         return self.feat_loss(pred_fake, pred_real)
 
     def augment(self, x, n_cond:int=0):
-        "`x` as D sees it: DiffAugment with `diffaugment` (the first `n_cond` channels a condition, with the image's spatial draws), or `x` itself"
+        ("`x` as D sees it: DiffAugment with `diffaugment` (the first `n_cond` channels a condition, with the image's spatial draws), "
+         "or `x` itself")
         return diff_augment(x, self.diffaugment, n_cond) if self.diffaugment else x
 
     def augment_alike(self, xs, n_cond:int=0):
-        "Each of `xs` as `augment` makes it, all with the random draws of the first (feature matching compares fake and real at the same shifts and holes)"
+        ("Each of `xs` as `augment` makes it, all with the random draws of the first "
+         "(feature matching compares fake and real at the same shifts and holes)")
         if not self.diffaugment: return list(xs)
         dev = xs[0].device
         cuda = [torch.cuda.current_device() if dev.index is None else dev.index] if dev.type == 'cuda' else []
@@ -76,7 +82,8 @@ class Stabilizers:
         return None if self.lazy is None else partial(lazy_hypers, interval=self.reg_interval)
 
     def penalty(self, *ds):
-        "On due D steps: R1 at the reals and R2 at the fakes of each `(D, real, fake[, cond])` of `ds`, summed, times the interval; else `None`"
+        ("On due D steps: R1 at the reals and R2 at the fakes of each `(D, real, fake[, cond])` of `ds`, summed, times the interval; "
+         "else `None`")
         if self.lazy is None: return None
         return self.lazy(lambda: sum(self.penalty_of(*d) for d in ds))
 
