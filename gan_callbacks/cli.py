@@ -16,7 +16,8 @@ from .safety import CheckpointError, stop_on_sigterm
 from .guard import NonFiniteError
 from .images import set_max_pixels
 from .checkpoint import WeightsNotFinite
-from .inference import translate_file, with_label_maps, image_exts, translate_preprocesses, test_modes, reference_test_mode, max_whole_pixels, auto_tile
+from .inference import (translate_file, with_label_maps, image_exts, translate_preprocesses, test_modes, reference_test_mode,
+                                     max_whole_pixels, auto_tile)
 from .losses import gan_modes
 from .cut import cut_modes
 from .evaluation import evaluate
@@ -36,9 +37,11 @@ __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'main']
 # %% ../nbs/07_cli.ipynb #dbac598c
 def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
               direction='AtoB', tile=None, overlap=64, trust_pickle=False, instances=None, label_nc=None):
-    "Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` for a CycleGAN), into folder `output`; label maps (and `instances`) for a label-map model"
+    ("Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` "
+     "for a CycleGAN), into folder `output`; label maps (and `instances`) for a label-map model")
     model, input = Path(model), Path(input)
-    if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    if not model.exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, "
+                                          "a checkpoint, or a latest_net_G.pth)")
     if not input.exists(): raise CLIError(f"--input {input}: no such file or directory")
     if tile is not None and (preprocess not in (None, 'pad') or load_size is not None):
         raise CLIError("--tile translates images at their own size: leave out --preprocess and --load-size")
@@ -50,7 +53,8 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
     check_not_over_input(files, output)
     check_not_in_model_folder(output)
     check_pickle(model, trust_pickle)
-    G, s = read_generator(model, trust_pickle=trust_pickle, **({} if netG is None else dict(netG=netG)))   # an `InteropError` names the file
+    # an `InteropError` names the file
+    G, s = read_generator(model, trust_pickle=trust_pickle, **({} if netG is None else dict(netG=netG)))
     if direction == 'BtoA' and not hasattr(G, 'g_b'):
         raise CLIError(f"--direction BtoA: {model} holds one generator ({type(G).__name__}), which translates A -> B only; "
                        "a CycleGAN model (G_A and G_B) translates both ways")
@@ -61,8 +65,11 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
                             network_size=network_size, direction=direction, tile=tile, overlap=overlap, inst=insts[i])
         except OSError as e: raise CLIError(str(e) if str(e).startswith(('Cannot read', 'Cannot write')) else f"cannot read image {f}: {e}")
-        except ValueError as e: raise CLIError(str(e)) from None   # e.g. a label map with an id of no class, or a photo given to a label-map model
-        except KeyboardInterrupt as e: raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/", code=how_stopped(e)[1]) from None
+        # e.g. a label map with an id of no class, or a photo given to a label-map model
+        except ValueError as e: raise CLIError(str(e)) from None
+        except KeyboardInterrupt as e:
+            raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/",
+                              code=how_stopped(e)[1]) from None
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
 
@@ -76,7 +83,8 @@ def _label_maps(s, label_nc):
 def _instance_maps(model, s, files, instances):
     "The instance map of each label map in `files` (`None`s when the model takes none): `instances`/name, checked before anything runs"
     if not s.get('instance'):
-        if instances is not None: raise CLIError(f"--instances: {model} takes no instance maps" + ('' if s.get('label_nc') else ', it translates images'))
+        if instances is not None:
+            raise CLIError(f"--instances: {model} takes no instance maps" + ('' if s.get('label_nc') else ', it translates images'))
         return [None] * len(files)
     if instances is None: raise CLIError(f"--model {model} takes an instance map with each label map (it was trained with them): give "
                                          "--instances, a folder of instance maps named as the label maps (or the file, for one label map)")
@@ -90,14 +98,18 @@ def _instance_maps(model, s, files, instances):
 # %% ../nbs/07_cli.ipynb #d424cf80
 @delegates(serve)
 def app(model, **kwargs):
-    "Serve a web page on `host`:`port` that translates dropped images with generator `model` (a model folder, or any file `translate` reads)"
-    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
+    ("Serve a web page on `host`:`port` that translates dropped images with generator `model` "
+     "(a model folder, or any file `translate` reads)")
+    if not Path(model).exists():
+        raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
     serve(model, **kwargs)
 
 @delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet'])
 def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=False, **kwargs):
-    "Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: per-image CSV, summary, best/worst grid"
-    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl from train, a checkpoint, or a latest_net_G.pth)")
+    ("Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: "
+     "per-image CSV, summary, best/worst grid")
+    if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl "
+                                                "from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
     if Path(data).is_dir(): check_apart(data, out)   # the grids written there would be scored next time
     if trust_pickle and Path(model).is_file() and Path(model).suffix.lower() != '.pkl':   # a .pth holding more than tensors
@@ -122,7 +134,8 @@ class _Help(argparse.HelpFormatter):
         return h if d is None else h + (' (default: off)' if d is False else f' (default: {d})')
 
 def _by_model(arg, show=str):
-    "The default of option `arg` (or function `arg` of the run) of the models that have it: '9' if it is one, else 'vanilla (pix2pix), lsgan (cyclegan, cut, fastcut)'"
+    ("The default of option `arg` (or function `arg` of the run) of the models that have it: '9' if it is one, "
+     "else 'vanilla (pix2pix), lsgan (cyclegan, cut, fastcut)'")
     vals = {}
     for m, r in train_runs.items():
         d = defaults_of(r)
@@ -135,17 +148,20 @@ def _by_mode(arg, show=str):
 
 def _on(b): return 'on' if b else 'off'
 
-_defaults = {f.__name__: defaults_of(f) for f in (train, translate, export_generator, app, evaluate_cmd)}   # the commands' defaults, where they are stated
+# the commands' defaults, where they are stated
+_defaults = {f.__name__: defaults_of(f) for f in (train, translate, export_generator, app, evaluate_cmd)}
 _stab = defaults_of(Stabilizers)   # the stabilizers' defaults
 
 def _parser():
-    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai', formatter_class=_Help)
+    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation (pix2pix, CycleGAN, CUT) with fastai',
+                                formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
     pixels = "refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)"
     sub.add_parser = partial(sub.add_parser, formatter_class=_Help)
     t = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT or FastCUT', description=train.__doc__)
-    t.add_argument('--model', choices=tuple(train_runs), default='pix2pix', help='paired (pix2pix), label maps to images (pix2pixhd) or unpaired (cyclegan, cut, fastcut) training')
+    t.add_argument('--model', choices=tuple(train_runs), default='pix2pix',
+                   help='paired (pix2pix), label maps to images (pix2pixhd) or unpaired (cyclegan, cut, fastcut) training')
     src = t.add_mutually_exclusive_group(required=True)
     src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/; '
                      'pix2pixhd: train_label/, train_inst/, train_img/, val_...); no default: give --data or --sample')
@@ -159,7 +175,8 @@ def _parser():
     t.add_argument('--crop-size', type=int, default=_defaults['train'].crop_size, help='random crop size (the training image size)')
     t.add_argument('--lr', type=float, default=_defaults['train'].lr, help='initial learning rate')
     t.add_argument('--ngf', type=int, default=_defaults['train'].ngf, help="generator's width")
-    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default=_defaults['train'].precision, help='bf16 is fast on the CPU; fp16 needs CUDA')
+    t.add_argument('--precision', choices=('fp32', 'bf16', 'fp16'), default=_defaults['train'].precision,
+                   help='bf16 is fast on the CPU; fp16 needs CUDA')
     t.add_argument('--gan-mode', choices=gan_modes, help=f"default {_by_model('gan_mode')}")
     p2p = t.add_argument_group('pix2pix', 'options of --model pix2pix')
     p2p.add_argument('--lambda-l1', type=float, help=f"weight of the L1 term (default {_by_model('lambda_l1', '{:g}'.format)})")
@@ -174,13 +191,17 @@ def _parser():
     w = t.add_argument_group('watching and keeping', 'logs of the run, validation, the best epoch')
     w.add_argument('--tensorboard', metavar='DIR', help='write TensorBoard logs to DIR: losses per iteration, lrs, validation columns, '
                    'an image grid per epoch (default: none)')
-    w.add_argument('--wandb', action='store_true', help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
+    w.add_argument('--wandb', action='store_true',
+                   help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
     w.add_argument('--val-every', type=int, default=_defaults['train'].val_every, help='validate after every N epochs (and after the last)')
-    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'swd', 'fid', 'kid'), help='keep the generator of the best validation by this '
+    w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'swd', 'fid', 'kid'),
+                   help='keep the generator of the best validation by this '
                    'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
-    w.add_argument('--early-stop', type=int, metavar='N', help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
+    w.add_argument('--early-stop', type=int, metavar='N',
+                   help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     w.add_argument('--nonfinite-patience', type=int, metavar='N', default=_defaults['train'].nonfinite_patience, help='stop a diverged run '
-                   'after N epochs in a row whose weights are not finite (NaN, infinity), keeping the last good checkpoint; a last epoch always counts')
+                   'after N epochs in a row whose weights are not finite (NaN, infinity), keeping the last good checkpoint; '
+                   'a last epoch always counts')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
@@ -188,39 +209,50 @@ def _parser():
     c.add_argument('--n-blocks', type=int, help=f"residual blocks of the ResNet generators (default {_by_model('n_blocks')})")
     c.add_argument('--lambda-a', type=float, help=f"weight of the A -> B -> A cycle loss (default {g('lambda_a')})")
     c.add_argument('--lambda-b', type=float, help=f"weight of the B -> A -> B cycle loss (default {g('lambda_b')})")
-    c.add_argument('--lambda-idt', type=float, help=f"weight of the identity loss, relative to the cycle weights (default {g('lambda_idt')}; 0 when A and B differ in channels)")
+    c.add_argument('--lambda-idt', type=float, help=f"weight of the identity loss, relative to the cycle weights "
+                   f"(default {g('lambda_idt')}; 0 when A and B differ in channels)")
     c.add_argument('--pool-size', type=int, help=f"fake images kept for the discriminators (default {_by_model('pool_size')}, 0: none)")
     u = t.add_argument_group('cut', 'options of --model cut and --model fastcut (--n-blocks too)')
     u.add_argument('--lambda-gan', type=float, help=f"weight of G's GAN term (default {g('lambda_gan')})")
     u.add_argument('--lambda-nce', type=float, help=f"weight of the PatchNCE loss (default {_by_mode('lambda_nce', '{:g}'.format)})")
-    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction, help=f"the NCE identity term on G(B) (default {_by_mode('nce_idt', _on)})")
+    u.add_argument('--nce-idt', action=argparse.BooleanOptionalAction,
+                   help=f"the NCE identity term on G(B) (default {_by_mode('nce_idt', _on)})")
     u.add_argument('--num-patches', type=int, help=f"locations PatchNCE samples per layer (default {_by_model('num_patches')})")
-    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction, help=f"flip half of the inputs (default {_by_mode('flip_equivariance', _on)})")
+    u.add_argument('--flip-equivariance', action=argparse.BooleanOptionalAction,
+                   help=f"flip half of the inputs (default {_by_mode('flip_equivariance', _on)})")
     t.add_argument('--max-pixels', type=int, default=None, help=pixels)
     s = t.add_argument_group('stabilizers', "beyond the papers' training, for every model; each option given wins over the recipe's")
     s.add_argument('--recipe', choices=tuple(recipes), default=_defaults['train'].recipe, help="paper: the paper's training, unchanged; "
                    "modern: --ema --diffaugment --r1 1 (see benchmarks/README.md for what each measured)")
     s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
                    "with ramp-up): validation, sample grids and the written generator use it (default: off; on in --recipe modern)")
-    s.add_argument('--r1', type=float, metavar='GAMMA', help=f"weight of the lazy R1 penalty at real images (default: {_stab.r1_gamma:g}, off; {recipes['modern']['r1_gamma']:g} in --recipe modern)")
-    s.add_argument('--r2', type=float, metavar='GAMMA', help=f"weight of the lazy R2 penalty at generated images (default: {_stab.r2_gamma:g}, off)")
+    s.add_argument('--r1', type=float, metavar='GAMMA', help=f"weight of the lazy R1 penalty at real images "
+                   f"(default: {_stab.r1_gamma:g}, off; {recipes['modern']['r1_gamma']:g} in --recipe modern)")
+    s.add_argument('--r2', type=float, metavar='GAMMA',
+                   help=f"weight of the lazy R2 penalty at generated images (default: {_stab.r2_gamma:g}, off)")
     s.add_argument('--reg-interval', type=int, metavar='N', help=f"D steps between two penalty steps (default {_stab.reg_interval})")
     s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
                    help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
-    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction, help="spectral norm on the discriminators' convolutions (default: off)")
+    s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction,
+                   help="spectral norm on the discriminators' convolutions (default: off)")
     s.add_argument('--num-d', type=int, help="pix2pix, cyclegan, pix2pixhd: discriminators, each at half the scale of the previous; "
                    f"pix2pix and cyclegan take pix2pixHD's when more than 1 (default {_by_model('num_d')})")
     s.add_argument('--lambda-feat', type=float, help="pix2pix, cyclegan, pix2pixhd: weight of the matching of D's features, and for "
                    f"pix2pixhd of the VGG term (default {_by_model('lambda_feat', '{:g}'.format)}; 0: off)")
     s.add_argument('--swd', action='store_true', default=None, help='a validation SWD column after each epoch (--keep-best swd adds it)')
-    h = t.add_argument_group('pix2pixhd', 'options of --model pix2pixhd (--n-blocks, --pool-size too); images scale to --load-size wide, no crop')
-    h.add_argument('--label-nc', type=int, help=f"classes of the label maps (default {_by_model('label_nc')}, the reference's; 8 for --sample; 0: image inputs, train_A/ and train_B/)")
-    h.add_argument('--instance', action=argparse.BooleanOptionalAction, help='instance maps (train_inst/) as boundaries (default: when the folder has them)')
-    h.add_argument('--net-g', choices=('global', 'local'), help=f"global generator, or local enhancers around it (default {_by_model('net_g')})")
+    h = t.add_argument_group('pix2pixhd', 'options of --model pix2pixhd (--n-blocks, --pool-size too); '
+                             'images scale to --load-size wide, no crop')
+    h.add_argument('--label-nc', type=int, help=f"classes of the label maps (default {_by_model('label_nc')}, the reference's; "
+                   "8 for --sample; 0: image inputs, train_A/ and train_B/)")
+    h.add_argument('--instance', action=argparse.BooleanOptionalAction,
+                   help='instance maps (train_inst/) as boundaries (default: when the folder has them)')
+    h.add_argument('--net-g', choices=('global', 'local'),
+                   help=f"global generator, or local enhancers around it (default {_by_model('net_g')})")
     h.add_argument('--n-downsampling', type=int, help=f"the global generator's halvings (default {_by_model('n_downsampling')})")
     h.add_argument('--n-local-enhancers', type=int, help=f"local enhancers (default {_by_model('n_local_enhancers')})")
     h.add_argument('--n-blocks-local', type=int, help=f"residual blocks of each local enhancer (default {_by_model('n_blocks_local')})")
-    h.add_argument('--niter-fix-global', type=int, help=f"epochs training only the outermost local enhancer (default {_by_model('niter_fix_global')})")
+    h.add_argument('--niter-fix-global', type=int,
+                   help=f"epochs training only the outermost local enhancer (default {_by_model('niter_fix_global')})")
     h.add_argument('--n-layers-d', type=int, help=f"layers of each discriminator (default {_by_model('n_layers_d')})")
     h.add_argument('--ndf', type=int, help=f"discriminators' width (default {_by_model('ndf')})")
     h.add_argument('--feat-match', action=argparse.BooleanOptionalAction, help="match D's intermediate features (default on)")
@@ -228,11 +260,13 @@ def _parser():
                    "(default: torchvision's cached file if there, else the term is off, with a note)")
     add_launch_args(t)
     r = sub.add_parser('translate', help='translate images with a trained generator', description=translate.__doc__)
-    r.add_argument('--model', required=True, help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')
+    r.add_argument('--model', required=True,
+                   help='a model folder (train writes generator/), generator.pkl, a checkpoint, or a reference latest_net_G.pth')
     r.add_argument('--input', required=True, help='an image file or a folder of images')
     r.add_argument('--output', required=True, help='output folder (same file names)')
     r.add_argument('--aligned', action='store_true', help='inputs are A|B images: translate their left half')
-    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default=_defaults['translate'].direction, help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
+    r.add_argument('--direction', choices=('AtoB', 'BtoA'), default=_defaults['translate'].direction,
+                   help="a CycleGAN's generator: G_A (AtoB) or G_B (BtoA)")
     r.add_argument('--test-mode', choices=test_modes, default=None, help="'paper': train-mode normalisation and dropout (the "
                    "reference test.py's default), 'eval': eval() (its --eval); default: the trainer's, or "
                    f"{reference_test_mode!r} for a .pth")
@@ -240,7 +274,8 @@ def _parser():
                    "the image at its own size, padded by reflection to what the network takes and cropped back; or as the "
                    "reference's test-time --preprocess (resize_and_crop, scale_width, none; the default with --load-size: resize)")
     r.add_argument('--tile', type=int, default=None, help="translate in tiles of this many pixels (e.g. 512), blended where they "
-                   f"overlap: any image size in the memory of one batch of tiles (default: whole images up to {max_whole_pixels:,} pixels, a 4K frame, tiles of {auto_tile} above)")
+                   "overlap: any image size in the memory of one batch of tiles "
+                   f"(default: whole images up to {max_whole_pixels:,} pixels, a 4K frame, tiles of {auto_tile} above)")
     r.add_argument('--overlap', type=int, default=_defaults['translate'].overlap, help="pixels shared by neighbouring tiles")
     r.add_argument('--load-size', type=int, default=None, help="the reference's --load_size (default: the training crop size, or 256)")
     r.add_argument('--network-size', action='store_true', help="keep the output at the size G ran at, as the reference writes it")
@@ -249,17 +284,22 @@ def _parser():
     r.add_argument('--label-nc', type=int, help="a reference pix2pixHD latest_net_G.pth: the classes of its label maps (a model folder "
                    "or generator.pkl knows them)")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
-    r.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    r.add_argument('--trust-pickle', action='store_true',
+                   help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     r.add_argument('--max-pixels', type=int, default=None, help=pixels)
-    x = sub.add_parser('export', help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
+    x = sub.add_parser('export',
+                       help='write a generator as ONNX, a reference state dict, or a model folder', description=export_generator.__doc__)
     x.add_argument('--model', required=True, help='a model folder, generator.pkl, a checkpoint, or a latest_net_G.pth')
     x.add_argument('--format', choices=export_formats, required=True)
     x.add_argument('--out', required=True, help='the file to write (.onnx, or .pth for the reference), or the folder (--format folder)')
     x.add_argument('--size', type=int, default=None, help="ONNX: the traced image size (default: the training crop size, or 256)")
-    x.add_argument('--batch', type=int, default=_defaults['export_generator'].batch, help="ONNX: the traced batch size (any batch size runs)")
+    x.add_argument('--batch', type=int, default=_defaults['export_generator'].batch,
+                   help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
-    x.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
-    a = sub.add_parser('app', help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
+    x.add_argument('--trust-pickle', action='store_true',
+                   help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    a = sub.add_parser('app',
+                       help='serve a web page that translates dropped images (pip install "gan_callbacks[app]")', description=app.__doc__)
     a.add_argument('--model', required=True, help='a model folder (train writes generator/), or any file translate reads')
     a.add_argument('--host', default=_defaults['app'].host, help='address to serve on (default: this machine only)')
     a.add_argument('--port', type=int, default=_defaults['app'].port)
@@ -267,17 +307,21 @@ def _parser():
                    '2048 x 2048 keeps a request within about 0.5 GB of memory')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=evaluate_cmd.__doc__)
-    e.add_argument('--model', required=True, help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
+    e.add_argument('--model', required=True,
+                   help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
     e.add_argument('--out', default=_defaults['evaluate_cmd'].out, help='output folder')
-    e.add_argument('--fid-weights', default=None, help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
-    e.add_argument('--lpips-weights', metavar='DIR', default=None, help="a folder with torchvision's alexnet-owt-7be5be79.pth and LPIPS's alex.pth, for LPIPS")
+    e.add_argument('--fid-weights', default=None,
+                   help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
+    e.add_argument('--lpips-weights', metavar='DIR', default=None,
+                   help="a folder with torchvision's alexnet-owt-7be5be79.pth and LPIPS's alex.pth, for LPIPS")
     e.add_argument('--layout', choices=('aligned', 'separate'), default=_defaults['evaluate_cmd'].layout)
     e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=_defaults['evaluate_cmd'].direction)
     e.add_argument('--test-mode', choices=test_modes, default=None, help=f"default: the trainer's, or {reference_test_mode!r} for a .pth")
     e.add_argument('--n-show', type=int, default=_defaults['evaluate_cmd'].n_show, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
-    e.add_argument('--trust-pickle', action='store_true', help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
+    e.add_argument('--trust-pickle', action='store_true',
+                   help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     e.add_argument('--max-pixels', type=int, default=None, help=pixels)
     return p
 
