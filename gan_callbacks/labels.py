@@ -250,4 +250,3 @@ def encode_label_files(fn, inst_fn=None, label_nc:int=35, size=None) -> torch.Te
     if callable(size): size = size(*t.shape[-2:])   # a function of the map's (h, w)
     if size is not None and tuple(size) != tuple(t.shape[-2:]): t = resize_nearest(t, tuple(size))
     return EncodeLabels(label_nc)(TensorLabels(t[None])).as_subclass(Tensor)[0]
-
