@@ -147,7 +147,8 @@ def generator_of(model, direction='AtoB'):
 generator = generator_of   # its first name
 
 translate_preprocesses = ('pad',) + preprocesses
-max_whole_pixels, auto_tile = 3840 * 2160, 1024   # larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
+# larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
+max_whole_pixels, auto_tile = 3840 * 2160, 1024
 
 def _tile_for(x, tile):
     "`tile`, or `auto_tile` for an image tensor `x` of more than `max_whole_pixels` pixels"
@@ -161,8 +162,10 @@ def _own_settings(G, settings):
 def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
                     tile=None, overlap=64, bs=4, settings:dict|None=None):
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
-    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
-    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+    if preprocess not in translate_preprocesses:
+        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad':
+        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator_of(learn, direction)
@@ -171,7 +174,8 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
         x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
         tile = _tile_for(x, tile)
-        return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
+        return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None
+                      else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
     y = run_generator(G, x[None], mode)[0]
     return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
@@ -185,14 +189,19 @@ def with_label_maps(settings:dict, label_nc:int):
     return dict(settings, label_nc=label_nc, instance=bool(extra))
 
 @torch.no_grad()
-def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None, preprocess='pad', keep_size=True, tile=None, overlap=64, bs=4):
+def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None, preprocess='pad', keep_size=True, tile=None,
+                     overlap=64, bs=4):
     "Translate label map file `fn` (and instance map `inst`) with generator `G` of label-map `settings`: encoded as in training, then run as `translate_image` runs an image"
-    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
-    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+    if preprocess not in translate_preprocesses:
+        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad':
+        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     n, mode, m = settings['label_nc'], test_mode or settings['test_mode'], settings['multiple']
     if settings.get('instance') and inst is None:
-        raise ValueError(f"{Path(fn).name}: this model takes an instance map with each label map (it was trained with them): give one (translate --instances)")
-    if inst is not None and not settings.get('instance'): raise ValueError(f"{Path(inst).name}: this model takes no instance maps, only label maps")
+        raise ValueError(f"{Path(fn).name}: this model takes an instance map with each label map (it was trained with them): give one "
+                         f"(translate --instances)")
+    if inst is not None and not settings.get('instance'):
+        raise ValueError(f"{Path(inst).name}: this model takes no instance maps, only label maps")
     if preprocess == 'pad':   # at its own size: the encoded map padded by reflection (one-hot stays one-hot), whole or by tiles
         x = encode_label_files(fn, inst, n)
         tile = _tile_for(x, tile)
@@ -220,8 +229,10 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         tile = _tile_for(x, tile)
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
-    if s['in_ch'] not in image_modes: raise ValueError(f"{Path(fn).name}: the generator takes {s['in_ch']} channels, more than an image of this kind has "
-                                                       "(a 16-bit TIFF or .npy can; for a pix2pixHD model of label maps, give their number of classes: --label-nc)")
+    if s['in_ch'] not in image_modes:
+        raise ValueError(f"{Path(fn).name}: the generator takes {s['in_ch']} channels, more than an image of this kind has "
+                                                       "(a 16-bit TIFF or .npy can; for a pix2pixHD model of label maps, give their "
+                                                       "number of classes: --label-nc)")
     im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
                          keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
     fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')

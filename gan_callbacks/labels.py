@@ -70,7 +70,8 @@ class LabelMapFile(ItemTransform):
         if not self.label_nc: return PhotoFile(0)(o)   # an image input
         ids = [_read_ids(o[0], 'label map', self.label_nc)] + ([] if o[1] is None else [_read_ids(o[1], 'instance map')])
         if len(ids) == 2 and ids[0].shape != ids[1].shape:
-            raise ValueError(f"instance map {o[1]} is {ids[1].shape[1]}x{ids[1].shape[0]}, its label map {o[0]} {ids[0].shape[1]}x{ids[0].shape[0]}")
+            raise ValueError(f"instance map {o[1]} is {ids[1].shape[1]}x{ids[1].shape[0]}, its label map {o[0]} "
+                             f"{ids[0].shape[1]}x{ids[0].shape[0]}")
         return TensorLabels(torch.from_numpy(np.stack(ids)))
 
 class PhotoFile(ItemTransform):
@@ -126,13 +127,16 @@ def label_items(path, phase:str='train', label_nc:int=35, instance:bool|None=Non
     ins, outs = (f'{phase}_label', f'{phase}_img') if label_nc else (f'{phase}_A', f'{phase}_B')
     fs = [sorted(get_image_files(path/d, recurse=False)) if (path/d).is_dir() else None for d in (ins, f'{phase}_inst', outs)]
     for f, d in ((fs[0], ins), (fs[2], outs)):
-        if not f: raise FileNotFoundError(f"No images in {path/d}: expected the folders {ins}, {outs} (and {phase}_inst) of pix2pixHD's layout")
+        if not f:
+            raise FileNotFoundError(f"No images in {path/d}: expected the folders {ins}, {outs} (and {phase}_inst) of pix2pixHD's layout")
     if instance is None: instance = bool(fs[1]) and label_nc > 0
     if instance and not label_nc: raise ValueError("instance maps go with label maps: pass label_nc > 0, or instance=False")
     if instance and not fs[1]: raise FileNotFoundError(f"No instance maps in {path/f'{phase}_inst'}: add them or pass instance=False")
     insts = fs[1] if instance else [None] * len(fs[0])
     if not len(fs[0]) == len(fs[2]) == len(insts):
-        raise ValueError(f"{path}: {len(fs[0])} files in {ins}, {len(fs[2])} in {outs}" + (f", {len(insts)} in {phase}_inst" if instance else '') + ": they pair by sorted order, so the counts must match")
+        raise ValueError(f"{path}: {len(fs[0])} files in {ins}, {len(fs[2])} in {outs}"
+                         + (f", {len(insts)} in {phase}_inst" if instance else '')
+                         + ": they pair by sorted order, so the counts must match")
     return list(zip(fs[0], insts, fs[2]))
 
 class LabelDataLoaders(Pix2pixDataLoaders):
@@ -148,7 +152,8 @@ class LabelDataLoaders(Pix2pixDataLoaders):
 
     @classmethod
     def from_folder(cls, path, label_nc:int=35, instance:bool|None=None, load_size:int=1024, bs:int=1, train:str='train',
-                    valid:str='val', valid_pct:float|None=None, seed:int|None=None, p_flip:float=0.5, num_workers=None, device=None, **kwargs):
+                    valid:str='val', valid_pct:float|None=None, seed:int|None=None, p_flip:float=0.5, num_workers=None, device=None,
+                    **kwargs):
         "Items from `path/{train}_label`, `_inst`, `_img` (validation: `path/{valid}_...`, else a random `valid_pct`), `label_nc` classes"
         path = Path(path)
         trn = label_items(path, train, label_nc, instance)

@@ -71,7 +71,8 @@ class Pix2pixHDTrainer(PairedTrainer):
         "With `niter_fix_global`: only the outermost enhancer trains before that epoch; at it, all of G, its optimizer state cleared"
         if not self.niter_fix_global: return
         G = unwrap(self.learn.model)
-        if not hasattr(G, 'train_global'): raise ValueError(f"niter_fix_global needs a `LocalEnhancer`, the Learner's model is a {type(G).__name__}")
+        if not hasattr(G, 'train_global'):
+            raise ValueError(f"niter_fix_global needs a `LocalEnhancer`, the Learner's model is a {type(G).__name__}")
         G.train_global(epoch >= self.niter_fix_global)
         if epoch == self.niter_fix_global and self.learn.opt is not None: self.learn.opt.clear_state()   # the reference's new Adam
 
@@ -124,8 +125,9 @@ def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Modul
                       netG:str='global',   # the generator built when none is given: 'global' or 'local' (`hd_generators`)
                       opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
     "A `Learner` with pix2pixHD's defaults: `GlobalGenerator` for the data's channels, `Pix2pixHDTrainer` (2 discriminators, LSGAN, feature matching), Adam(0.5, 0.999)"
-    # `kwargs` naming options of the generator (`ngf`, `n_downsampling`, `n_blocks`, `n_local_enhancers`, `n_blocks_local`, `norm`) build it,
-    # at its class's defaults unless given; those of `Pix2pixHDTrainer` go to the trainer (`norm` to both, as the reference's `--norm`); the rest to the `Learner`
+    # `kwargs` naming options of the generator (`ngf`, `n_downsampling`, `n_blocks`, `n_local_enhancers`, `n_blocks_local`, `norm`)
+    # build it, at its class's defaults unless given; those of `Pix2pixHDTrainer` go to the trainer (`norm` to both, as the reference's
+    # `--norm`); the rest to the `Learner`
     if netG not in hd_generators: raise ValueError(f"netG must be one of {', '.join(hd_generators)}, got {netG!r}")
     g_names = set(inspect.signature(hd_generators[netG]).parameters) - {'in_ch', 'out_ch'}
     g_kwargs = {k: kwargs[k] for k in kwargs if k in g_names}
