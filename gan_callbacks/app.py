@@ -44,7 +44,7 @@ def _app_folder():
 _outputs = []   # the folder of `translate_upload`'s outputs when it is given no `out_dir`, made at the first request
 
 def _request_dir(folder, keep=8):
-    "A new folder in `folder` for one request's output, the oldest removed: `folder` holds the last `keep` requests' outputs and room for one more"
+    "A new folder in `folder` for one request's output; the oldest removed, so that `folder` keeps the last `keep` requests'"
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     olds = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
     for p in olds[:max(len(olds) - keep + 1, 0)]: shutil.rmtree(p, ignore_errors=True)
@@ -52,7 +52,7 @@ def _request_dir(folder, keep=8):
 
 def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit,
                      inst=None):
-    "Translate uploaded image file `fn` (a label map, and instance map `inst`, for a label-map model) as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
+    "Translate uploaded image (or label map) file `fn` as `gan_callbacks translate` does: the file written, or an `AppError`"
     w, h = check_upload(fn, max_pixels)
     if settings.get('instance'):
         if inst is None: raise AppError("Drop the label map's instance map too: this model was trained with instance maps.")

@@ -48,7 +48,7 @@ class TensorLabelInput(TensorImageBase):
     "A batch of encoded label maps: `label_nc` one-hot channels, then the instance boundaries if any"
 
 def colour_labels(x:torch.Tensor, label_nc:int) -> torch.Tensor:
-    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show: a plain tensor"
+    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class"
     ids = x[:, :label_nc].as_subclass(Tensor).argmax(1).cpu() % 256
     return (_palette[ids].permute(0, 3, 1, 2) / 127.5 - 1).to(x.device)
 
@@ -85,7 +85,7 @@ class PhotoFile(ItemTransform):
 
 @functools.lru_cache(maxsize=64)
 def _nearest_index(n_in:int, n_out:int):
-    "Pillow's nearest-neighbour source indices for resizing `n_in` pixels to `n_out`: its coordinates summed step by step in double precision"
+    "Pillow's nearest-neighbour source indices for resizing `n_in` pixels to `n_out`, computed as Pillow does"
     a = n_in / n_out
     return torch.from_numpy(np.minimum(np.add.accumulate(np.r_[a / 2, np.full(n_out - 1, a)]).astype(np.int64), n_in - 1))
 
@@ -95,7 +95,7 @@ def resize_nearest(t:torch.Tensor, size) -> torch.Tensor:
     return t[..., iy[:, None], ix]
 
 class ScaleWidthFlip(RandTransform):
-    "The reference's `scale_width`: `load_size` wide, the height in proportion (ids nearest, images bicubic); in training one random flip for all"
+    "The reference's `scale_width`: `load_size` wide, the height in proportion; in training one random flip for all"
     split_idx, order = None, 1
     def __init__(self, load_size:int=1024, p_flip:float=0.5): store_attr(); super().__init__()
     def before_call(self, b, split_idx): self.flip = split_idx == 0 and random.random() < self.p_flip
@@ -122,7 +122,7 @@ class EncodeLabels(DisplayedTransform):
 
 # %% ../nbs/05c_labels.ipynb #f8701142
 def label_items(path, phase:str='train', label_nc:int=35, instance:bool|None=None):
-    "The items `(label, inst or None, img)` of `path/{phase}_label`, `_inst`, `_img` matched by sorted order (`_A`, `_B` when `label_nc` is 0)"
+    "The items `(label, inst or None, img)` of `path/{phase}_label`, `_inst`, `_img`, matched by sorted order"
     path = Path(path)
     ins, outs = (f'{phase}_label', f'{phase}_img') if label_nc else (f'{phase}_A', f'{phase}_B')
     fs = [sorted(get_image_files(path/d, recurse=False)) if (path/d).is_dir() else None for d in (ins, f'{phase}_inst', outs)]
@@ -250,7 +250,7 @@ def label_inputs(o) -> dict:
     return dict(label_nc=get('label_nc'), instance=bool(get('instance', False))) if get('label_nc') else {}
 
 def encode_label_files(fn, inst_fn=None, label_nc:int=35, size=None) -> torch.Tensor:
-    "Label map file `fn` (and instance map `inst_fn`) as training encodes it: (`label_nc` one-hot [+ boundary], H, W); ids resized nearest to `size` first"
+    "Label map file `fn` (and instance map `inst_fn`) encoded as in training: (`label_nc` one-hot [+ boundary], H, W)"
     t = LabelMapFile(label_nc)((fn, inst_fn, None)).as_subclass(Tensor)
     if callable(size): size = size(*t.shape[-2:])   # a function of the map's (h, w)
     if size is not None and tuple(size) != tuple(t.shape[-2:]): t = resize_nearest(t, tuple(size))

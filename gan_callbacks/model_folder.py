@@ -75,7 +75,7 @@ def _is_model_folder(p):
 _own_files = (model_file, config_file, card_file, sample_file)   # what a model folder's writer replaces; anything else in it is kept
 
 def _replace_folder(tmp, out):
-    "Move the finished folder `tmp` to `out`, replacing an older model folder there only once the new one is whole; its other files are kept"
+    "Move the finished folder `tmp` to `out`, replacing an older model folder only once the new one is whole; other files kept"
     if not out.exists(): os.replace(tmp, out); return
     others, moved, old, gone = [p.name for p in out.iterdir() if p.name not in _own_files], [], None, False
     try:
@@ -102,7 +102,7 @@ def _share_as_umask(d):
 
 def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:dict|None=None, scores:dict|None=None,
                        sample=None, name:str|None=None):
-    "Write generator (or CycleGAN pair) `model` to folder `out`: `model.safetensors`, `config.json`, and a `README.md` model card with `sample`"
+    "Write generator (or CycleGAN pair) `model` to folder `out`: weights, config and a model card with `sample`"
     from safetensors import SafetensorError
     from safetensors.torch import save_file
     out = Path(out)
@@ -145,7 +145,7 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
 
 # %% ../nbs/11b_model_folder.ipynb #df676226
 def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
-    "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels; label maps of them for a label-map model"
+    "A grid of `n` built-in photos (or label maps of them) and their translations by `model`, at about `size` pixels"
     G, s = model.g_a if hasattr(model, 'g_a') else model, settings
     side = round_to(max(size, s['multiple']), s['multiple'])
     xs, n_cls = [], s.get('label_nc')
@@ -274,7 +274,7 @@ def _check_settings(cfg, fn):
                                + f" does not make in_ch {cfg['in_ch']}")
 
 def read_model_folder(path, device=None):
-    "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`: safetensors and JSON only, nothing unpickled"
+    "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`; nothing unpickled"
     from safetensors import SafetensorError
     from safetensors.torch import load_file
     path, device = Path(path), default_device() if device is None else torch.device(device)

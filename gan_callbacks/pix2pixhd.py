@@ -29,7 +29,7 @@ _no_vgg = ("Pix2pixHDTrainer: no VGG19 weights at {} (torchvision's file, never 
            "To use it, pass `vgg=path` to torchvision's vgg19-dcbb9e9d.pth (see `VGG19Features.from_file`), or `vgg=False` to silence this")
 
 def _vgg_net(vgg):
-    "The VGG19 of argument `vgg`: a module as it is, a file read and checked, `None`: torchvision's cached file if there (else a note, once), `False`: none"
+    "The VGG19 `vgg` names: a module as it is, a file read, `None` torchvision's cached file if any (else a note, once), `False` none"
     if vgg is False: return None
     if isinstance(vgg, nn.Module): return vgg
     if vgg is None:
@@ -124,7 +124,7 @@ hd_generators = {'global': GlobalGenerator, 'local': LocalEnhancer}   # the refe
 def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None,
                       netG:str='global',   # the generator built when none is given: 'global' or 'local' (`hd_generators`)
                       opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with pix2pixHD's defaults: `GlobalGenerator` for the data's channels, `Pix2pixHDTrainer` (2 discriminators, LSGAN, feature matching), Adam(0.5, 0.999)"
+    "A `Learner` with pix2pixHD's defaults: a `GlobalGenerator` for the data, `Pix2pixHDTrainer`, Adam(0.5, 0.999)"
     # `kwargs` naming options of the generator (`ngf`, `n_downsampling`, `n_blocks`, `n_local_enhancers`, `n_blocks_local`, `norm`)
     # build it, at its class's defaults unless given; those of `Pix2pixHDTrainer` go to the trainer (`norm` to both, as the reference's
     # `--norm`); the rest to the `Learner`
@@ -140,7 +140,7 @@ def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Modul
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 
 def pix2pixhd_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
-    "The reference's lr per epoch: `lr` for `n_epochs + 1` epochs, then `lr / n_epochs_decay` less after each (the last at `lr / n_epochs_decay`)"
+    "The reference's lr per epoch: `lr` for `n_epochs + 1` epochs, then `lr / n_epochs_decay` less after each"
     total = n_epochs + n_epochs_decay
     def _sched(pos):
         epoch = min(int(pos * total + 1e-6), total - 1)
