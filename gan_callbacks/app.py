@@ -17,7 +17,8 @@ __all__ = ['tile_choices', 'upload_limit', 'whole_max_pixels', 'AppError', 'chec
 
 # %% ../nbs/11d_app.ipynb #3fa88863
 tile_choices = ('whole image', '256', '512', '1024')
-upload_limit, whole_max_pixels = 2048 * 2048, 1024 * 1024   # pixels: larger uploads are refused (a request within about 0.5 GB); above the second, tiles whatever is chosen
+# pixels: larger uploads are refused (a request within about 0.5 GB); above the second, tiles whatever is chosen
+upload_limit, whole_max_pixels = 2048 * 2048, 1024 * 1024
 
 class AppError(ValueError):
     "An upload the app cannot translate, said on the page"
@@ -43,14 +44,15 @@ def _app_folder():
 _outputs = []   # the folder of `translate_upload`'s outputs when it is given no `out_dir`, made at the first request
 
 def _request_dir(folder, keep=8):
-    "A new folder in `folder` for one request's output, the oldest removed: `folder` holds the last `keep` requests' outputs and room for one more"
+    "A new folder in `folder` for one request's output; the oldest removed, so that `folder` keeps the last `keep` requests'"
     folder = Path(folder); folder.mkdir(parents=True, exist_ok=True)
     olds = sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)
     for p in olds[:max(len(olds) - keep + 1, 0)]: shutil.rmtree(p, ignore_errors=True)
     return folder/uuid.uuid4().hex
 
-def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit, inst=None):
-    "Translate uploaded image file `fn` (a label map, and instance map `inst`, for a label-map model) as `gan_callbacks translate` does; returns the written file (or raises `AppError`)"
+def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='whole image', out_dir=None, max_pixels:int=upload_limit,
+                     inst=None):
+    "Translate uploaded image (or label map) file `fn` as `gan_callbacks translate` does: the file written, or an `AppError`"
     w, h = check_upload(fn, max_pixels)
     if settings.get('instance'):
         if inst is None: raise AppError("Drop the label map's instance map too: this model was trained with instance maps.")
@@ -78,7 +80,8 @@ def make_app(model, max_pixels:int=upload_limit):
     G, s = read_generator(model)
     directions, n_cls = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB'], s.get('label_nc')
     def run(fn, direction, tile, inst=None):
-        try: out = translate_upload(G, s, fn, direction, tile, out_dir=_request_dir(folder/'translations'), max_pixels=max_pixels, inst=inst)
+        try: out = translate_upload(G, s, fn, direction, tile, out_dir=_request_dir(folder/'translations'), max_pixels=max_pixels,
+                                    inst=inst)
         except AppError as e: return None, None, f"**Could not translate:** {e}"
         return str(out), str(out), f"Translated {Path(fn).name} ({direction}, {tile if tile == tile_choices[0] else tile + ' px tiles'})."
     with gr.Blocks(title=f'gan_callbacks: {Path(model).name}', delete_cache=(600, 3600)) as app:   # uploads older than an hour go
@@ -88,7 +91,8 @@ def make_app(model, max_pixels:int=upload_limit):
         with gr.Row():
             with gr.Column():
                 src = gr.File(label='Label map' if n_cls else 'Image', file_count='single', type='filepath', elem_id='upload')
-                insts = [gr.File(label='Instance map', file_count='single', type='filepath', elem_id='instances')] if s.get('instance') else []
+                insts = ([gr.File(label='Instance map', file_count='single', type='filepath', elem_id='instances')]
+                         if s.get('instance') else [])
                 direction = gr.Radio(directions, value='AtoB', label='Direction', interactive=len(directions) > 1, elem_id='direction')
                 tile = gr.Radio(list(tile_choices), value=tile_choices[0], label='Tile size (for large images)', elem_id='tile')
                 go = gr.Button('Translate', variant='primary', elem_id='translate')

@@ -68,7 +68,7 @@ def test_mode_of(learn):
     return getattr(t, 'test_mode', default_test_mode)
 
 def generator_settings(o, test_mode:str=reference_test_mode, size:int|None=256):
-    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (image sides must divide by it), test `size` (`size` unless a `Learner` knows it), `test_mode`; and a label-map `Learner`'s `label_inputs`"
+    "How to run generator (or `Learner`) `o`: `in_ch`, `multiple` (of the image sides), test `size` and `test_mode`"
     if isinstance(o, Learner):
         s = generator_settings(o.model, test_mode_of(o), getattr(o.dls, 'crop_size', size))
         return dict(s, in_ch=getattr(o.dls, 'in_ch', None) or s['in_ch'], **label_inputs(o.dls))
@@ -80,7 +80,7 @@ def generator_settings(o, test_mode:str=reference_test_mode, size:int|None=256):
 def _round_up(n, m): return -(-n // m) * m
 
 def pad_to_multiple(x:torch.Tensor, multiple:int, mode:str='reflect'):
-    "`x` (..., H, W) padded at the bottom and right to sides that are multiples of `multiple` (by reflection while it can, else repeating the edge)"
+    "`x` (..., H, W) padded at the bottom and right to sides that are multiples of `multiple`"
     h, w = x.shape[-2:]
     ph, pw = _round_up(h, multiple) - h, _round_up(w, multiple) - w
     if not (ph or pw): return x
@@ -116,7 +116,7 @@ def run_padded(G:nn.Module, x:torch.Tensor, test_mode:str='eval', multiple:int|N
 
 @torch.no_grad()
 def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mode:str='eval', bs:int=4, multiple:int|None=None):
-    "`G` on image `x` (C, H, W) of any size, `bs` tiles of `tile` pixels at a time, overlaps of `overlap` blended: a (C', H, W) float tensor on the CPU"
+    "`G` on image `x` (C, H, W) of any size, `bs` tiles of `tile` pixels at a time, overlaps of `overlap` blended"
     m = multiple or generator_settings(G)['multiple']
     tile = max(m, tile // m * m)                       # tiles the network takes
     overlap = min(max(overlap, 0), tile // 2)
@@ -138,7 +138,7 @@ def run_tiled(G:nn.Module, x:torch.Tensor, tile:int=512, overlap:int=64, test_mo
 
 # %% ../nbs/11c_inference.ipynb #357c5727
 def generator_of(model, direction='AtoB'):
-    "The generator of `model` (a `Learner`, a CycleGAN model or a generator) translating in `direction`: CycleGAN's `g_a` (A -> B) or `g_b` (B -> A), else the model"
+    "The generator of `model` (a `Learner`, a CycleGAN model or a generator) translating in `direction`"
     m = model.model if isinstance(model, Learner) else model
     if hasattr(m, 'g_a'): return m.g_a if direction == 'AtoB' else m.g_b
     if direction != 'AtoB': raise ValueError("only a CycleGAN has a B -> A generator: a pix2pix model translates A -> B")
@@ -147,7 +147,8 @@ def generator_of(model, direction='AtoB'):
 generator = generator_of   # its first name
 
 translate_preprocesses = ('pad',) + preprocesses
-max_whole_pixels, auto_tile = 3840 * 2160, 1024   # larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
+# larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
+max_whole_pixels, auto_tile = 3840 * 2160, 1024
 
 def _tile_for(x, tile):
     "`tile`, or `auto_tile` for an image tensor `x` of more than `max_whole_pixels` pixels"
@@ -160,9 +161,11 @@ def _own_settings(G, settings):
 @torch.no_grad()
 def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
                     tile=None, overlap=64, bs=4, settings:dict|None=None):
-    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`): at its own size, in `tile`-pixel tiles, or resized as `preprocess` says"
-    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
-    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+    "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`), as `preprocess` and `tile` say"
+    if preprocess not in translate_preprocesses:
+        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad':
+        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator_of(learn, direction)
@@ -171,13 +174,14 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
         x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])
         tile = _tile_for(x, tile)
-        return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
+        return to_pil(run_padded(G, x[None], mode, s['multiple'])[0] if tile is None
+                      else run_tiled(G, x, tile, overlap, mode, bs, s['multiple']))
     x = from_pil(reference_resize(im.convert(image_modes[s['in_ch']]), preprocess, size or s['size'], s['multiple']), s['in_ch'])
     y = run_generator(G, x[None], mode)[0]
     return to_pil(y).resize(im.size, Image.Resampling.BICUBIC) if keep_size else to_pil(y)
 
 def with_label_maps(settings:dict, label_nc:int):
-    "`settings` of a generator that takes label maps of `label_nc` classes (and instance boundaries when its `in_ch` is one more): what a reference file cannot tell"
+    "`settings` of a generator that takes label maps of `label_nc` classes (and instance boundaries when its `in_ch` is one more)"
     extra = settings['in_ch'] - label_nc
     if label_nc < 1 or extra not in (0, 1):
         raise ValueError(f"label_nc={label_nc}: the generator takes {settings['in_ch']} channels, so label_nc must be {settings['in_ch']} "
@@ -185,14 +189,19 @@ def with_label_maps(settings:dict, label_nc:int):
     return dict(settings, label_nc=label_nc, instance=bool(extra))
 
 @torch.no_grad()
-def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None, preprocess='pad', keep_size=True, tile=None, overlap=64, bs=4):
-    "Translate label map file `fn` (and instance map `inst`) with generator `G` of label-map `settings`: encoded as in training, then run as `translate_image` runs an image"
-    if preprocess not in translate_preprocesses: raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
-    if tile is not None and preprocess != 'pad': raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None, preprocess='pad', keep_size=True, tile=None,
+                     overlap=64, bs=4):
+    "Translate label map file `fn` (and instance map `inst`) with generator `G` of label-map `settings`"
+    if preprocess not in translate_preprocesses:
+        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad':
+        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
     n, mode, m = settings['label_nc'], test_mode or settings['test_mode'], settings['multiple']
     if settings.get('instance') and inst is None:
-        raise ValueError(f"{Path(fn).name}: this model takes an instance map with each label map (it was trained with them): give one (translate --instances)")
-    if inst is not None and not settings.get('instance'): raise ValueError(f"{Path(inst).name}: this model takes no instance maps, only label maps")
+        raise ValueError(f"{Path(fn).name}: this model takes an instance map with each label map (it was trained with them): give one "
+                         f"(translate --instances)")
+    if inst is not None and not settings.get('instance'):
+        raise ValueError(f"{Path(inst).name}: this model takes no instance maps, only label maps")
     if preprocess == 'pad':   # at its own size: the encoded map padded by reflection (one-hot stays one-hot), whole or by tiles
         x = encode_label_files(fn, inst, n)
         tile = _tile_for(x, tile)
@@ -204,7 +213,7 @@ def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None,
 
 def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, preprocess='pad', load_size=None, network_size=False,
                    direction='AtoB', tile=None, overlap=64, inst=None):
-    "Translate image file `fn` (a label map, with instance map `inst`, for a label-map model) with generator `G` (read with its `settings` by `read_generator`) into file `out_fn`: what `translate` does to each image"
+    "Translate image (or label map) file `fn` with generator `G` of `settings` into file `out_fn`, as `translate` does"
     g = generator_of(G, direction)
     s = _own_settings(g, settings)
     mode = test_mode or s['test_mode']
@@ -220,8 +229,10 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
         tile = _tile_for(x, tile)
         y = run_padded(g, x[None], mode, s['multiple'])[0] if tile is None else run_tiled(g, x, tile, overlap, mode, 4, s['multiple'])
         return write_image(out_fn, y, dtype)
-    if s['in_ch'] not in image_modes: raise ValueError(f"{Path(fn).name}: the generator takes {s['in_ch']} channels, more than an image of this kind has "
-                                                       "(a 16-bit TIFF or .npy can; for a pix2pixHD model of label maps, give their number of classes: --label-nc)")
+    if s['in_ch'] not in image_modes:
+        raise ValueError(f"{Path(fn).name}: the generator takes {s['in_ch']} channels, more than an image of this kind has "
+                                                       "(a 16-bit TIFF or .npy can; for a pix2pixHD model of label maps, give their "
+                                                       "number of classes: --label-nc)")
     im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
                          keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
     fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')

@@ -48,7 +48,7 @@ class TensorLabelInput(TensorImageBase):
     "A batch of encoded label maps: `label_nc` one-hot channels, then the instance boundaries if any"
 
 def colour_labels(x:torch.Tensor, label_nc:int) -> torch.Tensor:
-    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class, to show: a plain tensor"
+    "One-hot label maps `x` (N, C, H, W; the first `label_nc` channels) as RGB images in [-1, 1], a colour per class"
     ids = x[:, :label_nc].as_subclass(Tensor).argmax(1).cpu() % 256
     return (_palette[ids].permute(0, 3, 1, 2) / 127.5 - 1).to(x.device)
 
@@ -70,7 +70,8 @@ class LabelMapFile(ItemTransform):
         if not self.label_nc: return PhotoFile(0)(o)   # an image input
         ids = [_read_ids(o[0], 'label map', self.label_nc)] + ([] if o[1] is None else [_read_ids(o[1], 'instance map')])
         if len(ids) == 2 and ids[0].shape != ids[1].shape:
-            raise ValueError(f"instance map {o[1]} is {ids[1].shape[1]}x{ids[1].shape[0]}, its label map {o[0]} {ids[0].shape[1]}x{ids[0].shape[0]}")
+            raise ValueError(f"instance map {o[1]} is {ids[1].shape[1]}x{ids[1].shape[0]}, its label map {o[0]} "
+                             f"{ids[0].shape[1]}x{ids[0].shape[0]}")
         return TensorLabels(torch.from_numpy(np.stack(ids)))
 
 class PhotoFile(ItemTransform):
@@ -84,7 +85,7 @@ class PhotoFile(ItemTransform):
 
 @functools.lru_cache(maxsize=64)
 def _nearest_index(n_in:int, n_out:int):
-    "Pillow's nearest-neighbour source indices for resizing `n_in` pixels to `n_out`: its coordinates summed step by step in double precision"
+    "Pillow's nearest-neighbour source indices for resizing `n_in` pixels to `n_out`, computed as Pillow does"
     a = n_in / n_out
     return torch.from_numpy(np.minimum(np.add.accumulate(np.r_[a / 2, np.full(n_out - 1, a)]).astype(np.int64), n_in - 1))
 
@@ -94,7 +95,7 @@ def resize_nearest(t:torch.Tensor, size) -> torch.Tensor:
     return t[..., iy[:, None], ix]
 
 class ScaleWidthFlip(RandTransform):
-    "The reference's `scale_width`: `load_size` wide, the height in proportion (ids nearest, images bicubic); in training one random flip for all"
+    "The reference's `scale_width`: `load_size` wide, the height in proportion; in training one random flip for all"
     split_idx, order = None, 1
     def __init__(self, load_size:int=1024, p_flip:float=0.5): store_attr(); super().__init__()
     def before_call(self, b, split_idx): self.flip = split_idx == 0 and random.random() < self.p_flip
@@ -121,18 +122,21 @@ class EncodeLabels(DisplayedTransform):
 
 # %% ../nbs/05c_labels.ipynb #f8701142
 def label_items(path, phase:str='train', label_nc:int=35, instance:bool|None=None):
-    "The items `(label, inst or None, img)` of `path/{phase}_label`, `_inst`, `_img` matched by sorted order (`_A`, `_B` when `label_nc` is 0)"
+    "The items `(label, inst or None, img)` of `path/{phase}_label`, `_inst`, `_img`, matched by sorted order"
     path = Path(path)
     ins, outs = (f'{phase}_label', f'{phase}_img') if label_nc else (f'{phase}_A', f'{phase}_B')
     fs = [sorted(get_image_files(path/d, recurse=False)) if (path/d).is_dir() else None for d in (ins, f'{phase}_inst', outs)]
     for f, d in ((fs[0], ins), (fs[2], outs)):
-        if not f: raise FileNotFoundError(f"No images in {path/d}: expected the folders {ins}, {outs} (and {phase}_inst) of pix2pixHD's layout")
+        if not f:
+            raise FileNotFoundError(f"No images in {path/d}: expected the folders {ins}, {outs} (and {phase}_inst) of pix2pixHD's layout")
     if instance is None: instance = bool(fs[1]) and label_nc > 0
     if instance and not label_nc: raise ValueError("instance maps go with label maps: pass label_nc > 0, or instance=False")
     if instance and not fs[1]: raise FileNotFoundError(f"No instance maps in {path/f'{phase}_inst'}: add them or pass instance=False")
     insts = fs[1] if instance else [None] * len(fs[0])
     if not len(fs[0]) == len(fs[2]) == len(insts):
-        raise ValueError(f"{path}: {len(fs[0])} files in {ins}, {len(fs[2])} in {outs}" + (f", {len(insts)} in {phase}_inst" if instance else '') + ": they pair by sorted order, so the counts must match")
+        raise ValueError(f"{path}: {len(fs[0])} files in {ins}, {len(fs[2])} in {outs}"
+                         + (f", {len(insts)} in {phase}_inst" if instance else '')
+                         + ": they pair by sorted order, so the counts must match")
     return list(zip(fs[0], insts, fs[2]))
 
 class LabelDataLoaders(Pix2pixDataLoaders):
@@ -148,7 +152,8 @@ class LabelDataLoaders(Pix2pixDataLoaders):
 
     @classmethod
     def from_folder(cls, path, label_nc:int=35, instance:bool|None=None, load_size:int=1024, bs:int=1, train:str='train',
-                    valid:str='val', valid_pct:float|None=None, seed:int|None=None, p_flip:float=0.5, num_workers=None, device=None, **kwargs):
+                    valid:str='val', valid_pct:float|None=None, seed:int|None=None, p_flip:float=0.5, num_workers=None, device=None,
+                    **kwargs):
         "Items from `path/{train}_label`, `_inst`, `_img` (validation: `path/{valid}_...`, else a random `valid_pct`), `label_nc` classes"
         path = Path(path)
         trn = label_items(path, train, label_nc, instance)
@@ -245,9 +250,8 @@ def label_inputs(o) -> dict:
     return dict(label_nc=get('label_nc'), instance=bool(get('instance', False))) if get('label_nc') else {}
 
 def encode_label_files(fn, inst_fn=None, label_nc:int=35, size=None) -> torch.Tensor:
-    "Label map file `fn` (and instance map `inst_fn`) as training encodes it: (`label_nc` one-hot [+ boundary], H, W); ids resized nearest to `size` first"
+    "Label map file `fn` (and instance map `inst_fn`) encoded as in training: (`label_nc` one-hot [+ boundary], H, W)"
     t = LabelMapFile(label_nc)((fn, inst_fn, None)).as_subclass(Tensor)
     if callable(size): size = size(*t.shape[-2:])   # a function of the map's (h, w)
     if size is not None and tuple(size) != tuple(t.shape[-2:]): t = resize_nearest(t, tuple(size))
     return EncodeLabels(label_nc)(TensorLabels(t[None])).as_subclass(Tensor)[0]
-

@@ -75,7 +75,7 @@ def _is_model_folder(p):
 _own_files = (model_file, config_file, card_file, sample_file)   # what a model folder's writer replaces; anything else in it is kept
 
 def _replace_folder(tmp, out):
-    "Move the finished folder `tmp` to `out`, replacing an older model folder there only once the new one is whole; its other files are kept"
+    "Move the finished folder `tmp` to `out`, replacing an older model folder only once the new one is whole; other files kept"
     if not out.exists(): os.replace(tmp, out); return
     others, moved, old, gone = [p.name for p in out.iterdir() if p.name not in _own_files], [], None, False
     try:
@@ -102,7 +102,7 @@ def _share_as_umask(d):
 
 def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:dict|None=None, scores:dict|None=None,
                        sample=None, name:str|None=None):
-    "Write generator (or CycleGAN pair) `model` to folder `out`: `model.safetensors`, `config.json`, and a `README.md` model card with `sample`"
+    "Write generator (or CycleGAN pair) `model` to folder `out`: weights, config and a model card with `sample`"
     from safetensors import SafetensorError
     from safetensors.torch import save_file
     out = Path(out)
@@ -114,7 +114,8 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
     s = {**generator_settings(first), **(settings or {})}
     arch = ({k.rstrip('.'): network_config(G) for k, G in nets.items()} if '' not in nets else network_config(first))
     cfg = dict(library_name='gan_callbacks', format_version=1,
-               model_type=(training or {}).get('model', 'cyclegan' if '' not in nets else 'pix2pixhd' if arch['architecture'] in _hd_archs else 'pix2pix'),
+               model_type=(training or {}).get('model', 'cyclegan' if '' not in nets else
+                                               'pix2pixhd' if arch['architecture'] in _hd_archs else 'pix2pix'),
                **({'architecture': 'CycleGANModel', 'networks': arch} if '' not in nets else arch),
                directions=['AtoB', 'BtoA'] if '' not in nets else ['AtoB'],
                in_ch=s['in_ch'], **label_inputs(s), out_ch=arch['args']['out_ch'] if '' in nets else arch['g_a']['args']['out_ch'],
@@ -144,7 +145,7 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
 
 # %% ../nbs/11b_model_folder.ipynb #df676226
 def sample_grid(model:nn.Module, settings:dict, n:int=3, size:int=128):
-    "A grid of `n` built-in photos (input | output, A -> B) translated by `model` as `translate` would, at about `size` pixels; label maps of them for a label-map model"
+    "A grid of `n` built-in photos (or label maps of them) and their translations by `model`, at about `size` pixels"
     G, s = model.g_a if hasattr(model, 'g_a') else model, settings
     side = round_to(max(size, s['multiple']), s['multiple'])
     xs, n_cls = [], s.get('label_nc')
@@ -169,15 +170,18 @@ def _table(d):
 def _label_inputs_line(labels, out_ch):
     "The model card's line on a label-map model's inputs"
     n = labels['label_nc']
-    return (f"Inputs: label maps, single-channel PNGs of class ids 0 to {n - 1} (resized nearest-neighbour), one-hot encoded to {n} channels"
-            + (", each with an instance map (a PNG of object ids, same size) whose boundaries make one more channel" if labels['instance'] else '')
+    return (f"Inputs: label maps, single-channel PNGs of class ids 0 to {n - 1} (resized nearest-neighbour), "
+            f"one-hot encoded to {n} channels"
+            + (", each with an instance map (a PNG of object ids, same size) whose boundaries make one more channel"
+               if labels['instance'] else '')
             + f"; outputs: {out_ch} channel(s) in [-1, 1].")
 
 def model_card(cfg:dict, name:str, sample:bool=True):
     "The `README.md` of a model folder: what the model is, how to use and share it, how it was trained and how it scored"
     nets = cfg.get('networks') or {'generator': cfg}
     what = '; '.join(f"{k}: `{n['architecture']}({', '.join(f'{a}={v!r}' for a, v in n['args'].items())})`" for k, n in nets.items())
-    kind = dict(pix2pix='pix2pix', cyclegan='CycleGAN', cut='CUT', fastcut='FastCUT', pix2pixhd='pix2pixHD').get(cfg['model_type'], cfg['model_type'])
+    kind = dict(pix2pix='pix2pix', cyclegan='CycleGAN', cut='CUT', fastcut='FastCUT',
+                pix2pixhd='pix2pixHD').get(cfg['model_type'], cfg['model_type'])
     labels = label_inputs(cfg)
     lines = ['---', 'library_name: gan_callbacks', 'pipeline_tag: image-to-image',
              f"tags: [image-to-image, gan, {cfg['model_type']}, fastai]", '---', '', f'# {name}', '',
@@ -187,11 +191,13 @@ def model_card(cfg:dict, name:str, sample:bool=True):
     lines += ['## Use', '', '```python', 'from gan_callbacks.interop import load_generator',
               f"G = load_generator('{name}')   # reads {model_file} and {config_file}: no pickle, no code from the folder", '```', '',
               'or from a shell:', '', '```bash',
-              f"gan_callbacks translate --model {name} --input " + ('labels/ --instances instances/' if labels.get('instance') else 'labels/' if labels else 'photos/')
+              f"gan_callbacks translate --model {name} --input "
+              + ('labels/ --instances instances/' if labels.get('instance') else 'labels/' if labels else 'photos/')
               + " --output translated/" + (' --direction BtoA' if 'BtoA' in cfg['directions'] else ''),
               '```', '',
               (_label_inputs_line(labels, cfg['out_ch']) if labels else
-               f"Inputs: {cfg['in_ch']} channel(s), pixel values p of maximum m scaled to (p/m - {n['mean']})/{n['std']} (range {n['range']}); "
+               f"Inputs: {cfg['in_ch']} channel(s), pixel values p of maximum m scaled to (p/m - {n['mean']})/{n['std']} (range "
+               f"{n['range']}); "
                f"outputs: {cfg['out_ch']} channel(s), same scale.")
               + f" Image sides are multiples of {cfg['multiple']}; trained at {cfg['size']} pixels; test mode `{cfg['test_mode']}` "
               + ("(dropout on and batch statistics, as the pix2pix paper tests)." if cfg['test_mode'] == 'paper' else "(`eval()`)."), '',
@@ -214,9 +220,11 @@ def safetensors_shapes(fn, max_header:int=2**24):
     size = fn.stat().st_size
     with open(fn, 'rb') as f:
         n = int.from_bytes(f.read(8).ljust(8, b'\xff'), 'little')
-        if n > min(size - 8, max_header): raise InteropError(f"{fn}: cannot read it as safetensors (its header would be {n:,} bytes, the file has {size:,})")
+        if n > min(size - 8, max_header):
+            raise InteropError(f"{fn}: cannot read it as safetensors (its header would be {n:,} bytes, the file has {size:,})")
         try: h = json.loads(f.read(n))
-        except (ValueError, UnicodeDecodeError, RecursionError) as e: raise InteropError(f"{fn}: cannot read it as safetensors (its header is no JSON: {str(e)[:80]})") from None
+        except (ValueError, UnicodeDecodeError, RecursionError) as e:
+            raise InteropError(f"{fn}: cannot read it as safetensors (its header is no JSON: {str(e)[:80]})") from None
     if not isinstance(h, dict): raise InteropError(f"{fn}: cannot read it as safetensors (its header is no JSON object)")
     shapes = {}
     for k, v in h.items():
@@ -225,7 +233,8 @@ def safetensors_shapes(fn, max_header:int=2**24):
         if not (isinstance(sh, list) and all(type(d) is int and d >= 0 for d in sh) and dt in _dtype_bytes and isinstance(off, list)
                 and len(off) == 2 and all(type(o) is int for o in off) and 0 <= off[0] <= off[1] <= size - 8 - n
                 and off[1] - off[0] == math.prod(sh) * _dtype_bytes[dt]):
-            raise InteropError(f"{fn}: cannot read it as safetensors (tensor {str(k)[:60]!r} does not fit in the file of {size:,} bytes: truncated or damaged)")
+            raise InteropError(f"{fn}: cannot read it as safetensors (tensor {str(k)[:60]!r} does not fit in the file of {size:,} bytes: "
+                               f"truncated or damaged)")
         shapes[k] = tuple(sh)
     return shapes
 
@@ -239,35 +248,44 @@ def _check_config(cfg, shapes, source):
     except InteropError:
         try: cls, args = infer_generator(clean_state_dict(meta))
         except InteropError as e: raise InteropError(f"{source}: {e}") from None
-    if arch != cls.__name__: raise InteropError(f"{source}: config.json names architecture {arch}, the weights do not fit it (they are a {cls.__name__}'s)")
+    if arch != cls.__name__:
+        raise InteropError(f"{source}: config.json names architecture {arch}, the weights do not fit it (they are a {cls.__name__}'s)")
     if not isinstance(given, dict): raise InteropError(f"{source}: config.json has no args of the {cls.__name__} (a JSON object)")
-    bad = [f"{k}={given.get(k)!r} (the weights have {v!r})" for k, v in args.items() if given.get(k) != v or type(given.get(k)) is not type(v)]
+    bad = [f"{k}={given.get(k)!r} (the weights have {v!r})" for k, v in args.items()
+           if given.get(k) != v or type(given.get(k)) is not type(v)]
     bad += [f"{k}={v!r} (expected true or false)" for k, v in given.items() if k not in args and not isinstance(v, bool)]
     if bad: raise InteropError(f"{source}: config.json does not fit the weights: " + ', '.join(bad[:4])[:300])
 
 def _check_settings(cfg, fn):
     "Check the settings of model folder config `cfg` (read from `fn`) that translation uses"
     for k, ok, want in (('test_mode', cfg.get('test_mode', default_test_mode) in test_modes, f"one of {', '.join(test_modes)}"),
-                        ('multiple', type(cfg.get('multiple', 1)) is int and 1 <= cfg.get('multiple', 1) <= 2**12, 'an integer from 1 to 4096'),
-                        ('size', cfg.get('size') is None or (type(cfg['size']) is int and 1 <= cfg['size'] <= 2**16), 'an integer from 1 to 65536'),
+                        ('multiple', type(cfg.get('multiple', 1)) is int and 1 <= cfg.get('multiple', 1) <= 2**12,
+                         'an integer from 1 to 4096'),
+                        ('size', cfg.get('size') is None or (type(cfg['size']) is int and 1 <= cfg['size'] <= 2**16),
+                         'an integer from 1 to 65536'),
                         ('in_ch', type(cfg.get('in_ch')) is int and cfg['in_ch'] >= 1, 'a positive integer')):
         if not ok: raise InteropError(f"{fn}: {k} is {repr(cfg.get(k))[:60]}, expected {want}")
     if 'label_nc' in cfg or 'instance' in cfg:   # a label-map model: one-hot classes, then an instance boundary channel or not
         n, inst = cfg.get('label_nc'), cfg.get('instance', False)
         if type(n) is not int or n < 1: raise InteropError(f"{fn}: label_nc is {repr(n)[:60]}, expected a positive integer")
         if type(inst) is not bool: raise InteropError(f"{fn}: instance is {repr(inst)[:60]}, expected true or false")
-        if n + inst != cfg['in_ch']: raise InteropError(f"{fn}: label_nc {n}" + (' plus an instance channel' if inst else '') + f" does not make in_ch {cfg['in_ch']}")
+        if n + inst != cfg['in_ch']:
+            raise InteropError(f"{fn}: label_nc {n}" + (' plus an instance channel' if inst else '')
+                               + f" does not make in_ch {cfg['in_ch']}")
 
 def read_model_folder(path, device=None):
-    "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`: safetensors and JSON only, nothing unpickled"
+    "The generator (or CycleGAN pair) in model folder `path`, in eval mode, and its `generator_settings`; nothing unpickled"
     from safetensors import SafetensorError
     from safetensors.torch import load_file
     path, device = Path(path), default_device() if device is None else torch.device(device)
     for f in (config_file, model_file):
-        if not (path/f).is_file(): raise InteropError(f"{path}: no {f}, so not a model folder (export_generator(model, 'folder', out) writes one)")
-    if (path/config_file).stat().st_size > 2**20: raise InteropError(f"{path/config_file}: more than 1 MB, not the config of a model folder")
+        if not (path/f).is_file():
+            raise InteropError(f"{path}: no {f}, so not a model folder (export_generator(model, 'folder', out) writes one)")
+    if (path/config_file).stat().st_size > 2**20:
+        raise InteropError(f"{path/config_file}: more than 1 MB, not the config of a model folder")
     try: cfg = json.loads((path/config_file).read_text())
-    except (ValueError, UnicodeDecodeError, RecursionError) as e: raise InteropError(f"{path/config_file}: not a JSON file ({str(e)[:80]})") from None
+    except (ValueError, UnicodeDecodeError, RecursionError) as e:
+        raise InteropError(f"{path/config_file}: not a JSON file ({str(e)[:80]})") from None
     if not isinstance(cfg, dict) or cfg.get('library_name') != 'gan_callbacks':
         raise InteropError(f"{path/config_file}: not the config of a gan_callbacks model folder (no library_name 'gan_callbacks')")
     _check_settings(cfg, path/config_file)
@@ -281,10 +299,12 @@ def read_model_folder(path, device=None):
         if not isinstance(c, dict): raise InteropError(f"{path/config_file}: network {k} is no JSON object")
         _check_config(c, part(shapes, k), f"{path} ({k})" if k else str(path))
     try: sd = load_file(str(path/model_file), device='cpu')
-    except (SafetensorError, OSError, ValueError) as e: raise InteropError(f"{path/model_file}: cannot read it as safetensors ({e})") from None
+    except (SafetensorError, OSError, ValueError) as e:
+        raise InteropError(f"{path/model_file}: cannot read it as safetensors ({e})") from None
     check_finite(sd, str(path/model_file))
     gs = [_build(c, part(sd, k), f"{path/model_file}" + (f" ({k})" if k else '')) for k, c in nets.items()]
     model = CycleGANModel(*gs) if cyc else gs[0]
-    s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'), test_mode=cfg.get('test_mode', default_test_mode),
+    s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'),
+             test_mode=cfg.get('test_mode', default_test_mode),
              normalization=cfg.get('normalization', _normalization), **label_inputs(cfg))
     return model.to(device).eval(), s
