@@ -8,6 +8,9 @@ validation scores of the weights a run keeps (the moving average when there is o
 - CycleGAN: SWD between the testB images and G_A(testA), and L1, PSNR, SSIM of G_A(testA) against testA_true (the
   sample's true B images of testA).
 
+With `--pictures DIR` it also writes, per model, `DIR/quality_<model>.png`: the first `--n-pictures` validation crops
+of the first seed, rows input | paper | modern | target (CycleGAN: testA | paper | modern | true B).
+
 It prints mean +- sd over seeds, the wall time, the seconds per iteration as a ratio to the paper recipe (median over
 seeds; a shared machine makes these noisy), and the runs that diverged (a non-finite stop, skipped iterations or
 non-finite outputs). Everything is configurable (`--epochs`, `--seeds`, `--size`, `--n-train`, ...); the defaults are
@@ -34,6 +37,9 @@ from gan_callbacks.metrics import psnr, ssim
 from gan_callbacks.swd_metric import swd
 from gan_callbacks.ema import averaged
 from gan_callbacks.guard import NonFiniteError
+from PIL import Image
+from torchvision.utils import make_grid
+from torchvision.transforms.functional import to_pil_image
 
 VARIANTS = {'paper': ('paper', {}),
             'ema': ('paper', dict(ema=True)),
@@ -63,18 +69,18 @@ def scores(learn, model, data, a):
             learn.model.eval()
             out = torch.cat([learn.model(b) for b in x.split(a.bs)]).float()
             learn.model.train()
-            real, fake, truth = y, out, y
+            inp, real, fake, truth = x, y, out, y
         else:
             A, true_B = true_pairs(data, a.size)
             fake = translate_batch(learn, A).float().cpu()
             real = torch.cat([b for _, b in learn.dls.valid]).cpu()   # testB
-            truth = true_B
+            inp, truth = A, true_B
     finite = bool(fake.isfinite().all())
     res = dict(swd=swd(real.cpu(), fake.cpu()) if finite else math.nan)
     if truth is not None and finite:
         f, t = fake.cpu(), truth.cpu()
         res.update(l1=float((f - t).abs().mean()), psnr=float(psnr(f, t)), ssim=float(ssim(f, t)))
-    return res, finite
+    return res, finite, (inp.cpu(), fake.cpu(), truth.cpu())
 
 def one(a, model, data, variant, seed):
     recipe, opts = VARIANTS[variant]
@@ -86,12 +92,22 @@ def one(a, model, data, variant, seed):
         try: learn.fit_gan(a.epochs, a.epochs_decay, lr=a.lr)
         except NonFiniteError as e: stopped = str(e).split('.')[0]
     secs = time.perf_counter() - t0
-    res, finite = scores(learn, model, data, a)
+    res, finite, images = scores(learn, model, data, a)
     t = next(cb for cb in learn.cbs if hasattr(cb, 'n_skipped'))
     n_iter = len(learn.dls.train) * (a.epochs + a.epochs_decay)
     diverged = bool(stopped or t.n_skipped or not finite)
     return dict(model=model, variant=variant, seed=seed, seconds=secs, sec_per_iter=secs / n_iter, skipped=t.n_skipped,
-                diverged=diverged, why=stopped, **res)
+                diverged=diverged, why=stopped, **res), images
+
+def rgb(x): return x.expand(-1, 3, -1, -1) if x.shape[1] == 1 else x
+
+def picture(images, fn, n):
+    "`images[variant]` = (input, output, target): rows input | paper | modern | target of the first `n`, written to `fn`"
+    (inp, paper, truth), modern = images['paper'], images['modern'][1]
+    rows = [rgb(t[:n]).float().clamp(-1, 1) for t in (inp, paper, modern, truth)]
+    grid = make_grid(torch.cat(rows), nrow=n, padding=2, normalize=True, value_range=(-1, 1), pad_value=1)
+    # an adaptive 256-colour palette keeps a 64 px picture a third of its full-colour PNG's size
+    to_pil_image(grid).quantize(256, dither=Image.Dither.NONE).save(fn, optimize=True)
 
 class BatchTimes(Callback):
     "Wall seconds of each training batch, from its start to the end of the trainer's updates and the average's"
@@ -148,6 +164,8 @@ def main():
     p.add_argument('--threads', type=int, default=1)
     p.add_argument('--data-dir', default='quality_data', help='where the samples are built (once)')
     p.add_argument('--out', default='quality.json', help='every run, as JSON')
+    p.add_argument('--pictures', metavar='DIR', help="write DIR/quality_<model>.png: the first seed's validation crops, paper against modern")
+    p.add_argument('--n-pictures', type=int, default=6, help='crops per row of the pictures')
     p.add_argument('--speed', type=int, metavar='ROUNDS', help='only time one epoch per variant, ROUNDS interleaved rounds: '
                    'median seconds per iteration and the ratio to the first variant')
     p.add_argument('--summarize', metavar='LOG', help="only print the tables of the runs printed in LOG (one JSON line per run)")
@@ -167,12 +185,18 @@ def main():
             print(f"\n{model}, {a.size}px, bs {a.bs}, ngf {a.ngf}: seconds per training iteration (median), ratio to {a.variants[0]}")
             for v, (t, ratio) in res.items(): print(f"  {v:<14} {t*1e3:8.1f} ms  {ratio:.2f}x")
         return
+    if a.pictures and not {'paper', 'modern'} <= set(a.variants): p.error('--pictures needs the paper and modern variants')
     rows = []
     for model in a.models:
+        pics = {}
         for seed in a.seeds:
             for v in a.variants:   # the variants of a seed one after the other: a load change hits them alike
-                r = one(a, model, data[model], v, seed); rows.append(r)
+                r, images = one(a, model, data[model], v, seed); rows.append(r)
                 print(json.dumps({k: (round(x, 5) if isinstance(x, float) else x) for k, x in r.items()}), flush=True)
+                if a.pictures and seed == a.seeds[0]: pics[v] = images
+            if a.pictures and seed == a.seeds[0]:
+                Path(a.pictures).mkdir(parents=True, exist_ok=True)
+                picture(pics, Path(a.pictures)/f'quality_{model}.png', a.n_pictures)
     Path(a.out).write_text(json.dumps(dict(args=vars(a), machine=dict(threads=torch.get_num_threads(), torch=torch.__version__),
                                            rows=rows), indent=1))
     print(f"\n{len(a.seeds)} seed(s), {a.epochs}+{a.epochs_decay} epochs, {a.size}px, {a.n_train} training images, ngf {a.ngf}, "
