@@ -21,7 +21,7 @@ PIX2PIXHD_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 64 --ngf 16 --n
 # a short path under /tmp, as Chromium's sockets there must fit in 107 characters
 SCRATCH = d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; export TMPDIR=$$d
 
-.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-newest check-export pytest nbtest bench readme docs docs-check clean
+.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-newest check-export pytest nbtest nbcheck bench readme docs docs-check clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -71,6 +71,10 @@ pytest: install
 
 nbtest: install
 	@$(SCRATCH); $(BIN)/nbdev_test --n_workers 2
+
+## The notebooks' stored text outputs are what a fresh run prints (one thread, seeded; fastai's time column aside)
+nbcheck: install
+	@$(SCRATCH); ls nbs/*.ipynb | xargs -P 2 -n 1 $(BIN)/python tools/run_nb.py --check
 
 ## pytest (not the notebooks) in a second environment, built from nothing with the newest releases the ranges of settings.ini allow
 test-newest:
