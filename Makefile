@@ -51,8 +51,8 @@ demo-cut: install
 demo-pix2pixhd: install
 	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --model pix2pixhd --sample --out $(PIX2PIXHD_OUT) $(PIX2PIXHD_ARGS)
 
-## Everything CI checks: the library matches the notebooks, pytest, and the notebooks run
-test: install check-export pytest nbtest
+## Everything CI checks: the library matches the notebooks, pytest, the notebooks run and print what they store
+test: install check-export pytest nbtest nbcheck
 
 check-export: install
 	@rm -rf .export_check && cp -r gan_callbacks .export_check
