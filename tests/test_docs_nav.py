@@ -35,3 +35,11 @@ def test_readme_lists_every_notebook_in_number_order():
     table = table[:table.index('\n## ')]
     rows = re.findall(r'^\| `(\w+)` \|', table, flags=re.M)
     assert rows == sorted(p.stem for p in (root/'nbs').glob('*.ipynb') if p.stem != 'index')
+
+def test_links_to_the_readme_notebook_go_to_the_home_page():
+    "A notebook's link to `index.ipynb` (the README's source) becomes the site's home page, anchors kept"
+    pytest.importorskip('execnb', reason="tools/docs.py reads notebooks with execnb (the dev extra)")
+    from docs import page_names
+    pages = page_names([root/'nbs'/'03_cyclegan.ipynb'])
+    assert pages['index.ipynb'] == 'index.html'
+    assert pages['03_cyclegan.ipynb'] == pages['cyclegan.html'] == '03_cyclegan.html'
