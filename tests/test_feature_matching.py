@@ -1,5 +1,4 @@
 "pix2pixHD's multi-scale discriminator and feature matching in pix2pix and CycleGAN: the formula inside G's loss, the D built, the columns, exact resume, the command line."
-import warnings
 import pytest, torch
 import torch.nn.functional as F
 from fastai.basics import Learner, DataLoaders, L1LossFlat, set_seed, L
@@ -10,7 +9,7 @@ from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_learner, pix2pix_adam
 from gan_callbacks.cyclegan import cyclegan_learner
 from gan_callbacks.cut import cut_learner
 from gan_callbacks.checkpoint import GANCheckpoint
-from helpers import Interrupt, RandFlip, unpaired_resume_dls, run_gan
+from helpers import Interrupt, RandFlip, unpaired_resume_dls, run_gan, fit, state, assert_same
 
 def paired_dls(n=16, bs=4, size=32):
     g = torch.Generator().manual_seed(0)
@@ -18,11 +17,7 @@ def paired_dls(n=16, bs=4, size=32):
     items = list(zip(A, -A.flip(-2)))
     return DataLoaders.from_dsets(items, items[:4], bs=bs, after_batch=RandFlip(), num_workers=0, device='cpu')
 
-def quiet_fit(learn, n=1, lr=1e-3):
-    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
-        warnings.simplefilter('ignore'); learn.fit(n, lr)
-
-def sd(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
+def quiet_fit(learn): fit(learn, warn=False)
 
 def hd_feat_loss(pred_fake, pred_real, n_layers, num_D, lambda_feat):
     "pix2pixHD_model.py's loss_G_GAN_Feat, written out"
@@ -108,31 +103,31 @@ def p2p(path, seed=0, cbs=None, **kw):
     G = UnetGenerator(num_downs=5, ngf=8, use_dropout=True)
     return Learner(paired_dls(), G, loss_func=L1LossFlat(), opt_func=pix2pix_adam, cbs=[Pix2pixTrainer(**kw)] + L(cbs), path=path)
 
-def same(a, b):
-    x, y = sd(a), sd(b)
-    return x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+def same(*pairs):
+    "Each pair of modules has bitwise-equal state"
+    for a, b in pairs: assert_same(state(a), state(b))
+    return True
+
+def uninterrupted_and_resumed(make, path, seed, **kw):
+    "A fit of `make`'s learner, and the same fit interrupted in epoch 1 and resumed in a new learner seeded `seed`"
+    ref = make(path/'ref', **kw)
+    run_gan(ref)
+    with pytest.raises(KeyboardInterrupt): run_gan(make(path, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)], **kw))
+    resumed = make(path, seed=seed, cbs=GANCheckpoint(resume=True), **kw)
+    run_gan(resumed)
+    return ref, resumed
 
 def test_pix2pix_feature_matching_resumes_bitwise(tmp_path):
-    kw = dict(num_D=2, lambda_feat=10., diffaugment='color,translation')
-    ref = p2p(tmp_path/'ref', **kw)
-    run_gan(ref)
-    with pytest.raises(KeyboardInterrupt): run_gan(p2p(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)], **kw))
-    resumed = p2p(tmp_path, seed=1234, cbs=GANCheckpoint(resume=True), **kw)
-    run_gan(resumed)
+    ref, resumed = uninterrupted_and_resumed(p2p, tmp_path, 1234, num_D=2, lambda_feat=10., diffaugment='color,translation')
     t, t0 = resumed.pix2pix_trainer, ref.pix2pix_trainer
-    assert same(resumed.model, ref.model) and same(t.discriminator, t0.discriminator)
+    assert same((resumed.model, ref.model), (t.discriminator, t0.discriminator))
     assert str(t.d_opt.state_dict()) == str(t0.d_opt.state_dict())
     assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
 
 def test_cyclegan_feature_matching_resumes_bitwise(tmp_path):
-    kw = dict(num_D=2, lambda_feat=10.)
-    ref = cyc(tmp_path/'ref', **kw)
-    run_gan(ref)
-    with pytest.raises(KeyboardInterrupt): run_gan(cyc(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)], **kw))
-    resumed = cyc(tmp_path, seed=99, cbs=GANCheckpoint(resume=True), **kw)
-    run_gan(resumed)
+    ref, resumed = uninterrupted_and_resumed(cyc, tmp_path, 99, num_D=2, lambda_feat=10.)
     t, t0 = resumed.cycle_gan_trainer, ref.cycle_gan_trainer
-    assert same(resumed.model, ref.model) and same(t.d_a, t0.d_a) and same(t.d_b, t0.d_b)
+    assert same((resumed.model, ref.model), (t.d_a, t0.d_a), (t.d_b, t0.d_b))
     assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
 
 
