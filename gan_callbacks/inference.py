@@ -150,6 +150,18 @@ translate_preprocesses = ('pad',) + preprocesses
 # larger images go through tiles of `auto_tile` unless a `tile` is given: memory of one tile batch
 max_whole_pixels, auto_tile = 3840 * 2160, 1024
 
+def _check_preprocess(preprocess, tile):
+    "`preprocess` is one of `translate_preprocesses`, and tiles come only with 'pad'"
+    if preprocess not in translate_preprocesses:
+        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
+    if tile is not None and preprocess != 'pad':
+        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+
+def _save(im, out_fn):
+    "PIL image `im` written to `out_fn` in the format of its suffix (PNG if unknown), never half-written"
+    fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')
+    return atomic_write(out_fn, lambda tmp: im.save(tmp, format=fmt))
+
 def _tile_for(x, tile):
     "`tile`, or `auto_tile` for an image tensor `x` of more than `max_whole_pixels` pixels"
     return auto_tile if tile is None and x.shape[-1] * x.shape[-2] > max_whole_pixels else tile
@@ -162,10 +174,7 @@ def _own_settings(G, settings):
 def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
                     tile=None, overlap=64, bs=4, settings:dict|None=None):
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`), as `preprocess` and `tile` say"
-    if preprocess not in translate_preprocesses:
-        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
-    if tile is not None and preprocess != 'pad':
-        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+    _check_preprocess(preprocess, tile)
     if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator_of(learn, direction)
@@ -192,10 +201,7 @@ def with_label_maps(settings:dict, label_nc:int):
 def translate_labels(G, settings:dict, fn, inst=None, size=None, test_mode=None, preprocess='pad', keep_size=True, tile=None,
                      overlap=64, bs=4):
     "Translate label map file `fn` (and instance map `inst`) with generator `G` of label-map `settings`"
-    if preprocess not in translate_preprocesses:
-        raise ValueError(f"preprocess must be one of {', '.join(translate_preprocesses)}, got {preprocess!r}")
-    if tile is not None and preprocess != 'pad':
-        raise ValueError(f"tiles translate the image at its own size: preprocess must be 'pad', got {preprocess!r}")
+    _check_preprocess(preprocess, tile)
     n, mode, m = settings['label_nc'], test_mode or settings['test_mode'], settings['multiple']
     if settings.get('instance') and inst is None:
         raise ValueError(f"{Path(fn).name}: this model takes an instance map with each label map (it was trained with them): give one "
@@ -220,8 +226,7 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
     if s.get('label_nc'):   # label maps, encoded as in training (`label_inputs` in the settings)
         if aligned: raise ValueError("label maps are single images, not A|B pairs: leave out --aligned")
         im = translate_labels(g, s, fn, inst, load_size, mode, preprocess, not network_size, tile, overlap)
-        fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')
-        return atomic_write(out_fn, lambda tmp: im.save(tmp, format=fmt))
+        return _save(im, out_fn)
     if is_deep(fn):   # 16 bits, TIFF or .npy: values kept, written back in the input's type
         if aligned or preprocess not in (None, 'pad') or load_size or network_size:
             raise OSError("16-bit, TIFF and .npy images are translated at their own size (no --aligned, --preprocess, --load-size)")
@@ -235,8 +240,7 @@ def translate_file(G, settings:dict, fn, out_fn, aligned=False, test_mode=None, 
                                                        "number of classes: --label-nc)")
     im = translate_image(g, fn, aligned=aligned, size=load_size or s['size'], test_mode=mode, preprocess=preprocess,
                          keep_size=not network_size, tile=tile, overlap=overlap, settings=s)
-    fmt = Image.registered_extensions().get(Path(out_fn).suffix.lower(), 'PNG')
-    return atomic_write(out_fn, lambda tmp: im.save(tmp, format=fmt))   # never a half-written output
+    return _save(im, out_fn)
 
 def translate_batch(learn, x, direction='AtoB', bs:int|None=16, test_mode:str|None=None):
     "`learn`'s generator for `direction` on batch `x`, `bs` images at a time, in `test_mode` (default: its trainer's): `run_generator`"
