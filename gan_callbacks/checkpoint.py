@@ -17,7 +17,7 @@ from .core import StateDictCallback
 from .gan import NonFiniteError, find_trainer, learner_device
 from .internals import in_fit, first_use_pass, recorder_history, set_recorder_history
 from .distributed import unwrap, rank_distrib
-from .safety import CheckpointError, CheckpointWriteError, atomic_save, atomic_write, signals_deferred
+from .safety import CheckpointError, CheckpointWriteError, atomic_save, atomic_write, signals_deferred, raise_if_stopped
 
 # %% auto #0
 __all__ = ['rng_states', 'set_rng_states', 'checkpoint_state', 'check_fits', 'load_checkpoint', 'find_checkpoint',
@@ -320,7 +320,11 @@ class GANCheckpoint(StateDictCallback):
         if self._active and ((epoch + 1) % self.every == 0 or epoch + 1 == n_epochs):   # never outside `fit` (`validate`, `get_preds`)
             self._done = (epoch, self.learn.train_iter, None)   # a save under way: an interrupt now redoes it, not the epoch
             self.save_epoch(epoch)
-        if self._active: self._check_diverged(epoch, n_epochs)
+        if self._active: self._check_diverged(epoch, n_epochs); raise_if_stopped()
+
+    def after_batch(self):
+        "A Ctrl-C or SIGTERM whose `KeyboardInterrupt` some code dropped stops the fit here (within `stop_on_sigterm`)"
+        if self._active: raise_if_stopped()
 
     def _check_diverged(self, epoch, n_epochs):
         "Raise `WeightsNotFinite` after `patience` epochs in a row, or a last epoch, whose weights are not finite"

@@ -11,7 +11,7 @@ import torch
 
 # %% auto #0
 __all__ = ['CheckpointError', 'CheckpointWriteError', 'write_error', 'atomic_write', 'atomic_save', 'Terminated',
-           'stop_on_sigterm', 'signals_deferred']
+           'stop_on_sigterm', 'raise_if_stopped', 'signals_deferred']
 
 # %% ../nbs/07f_safety.ipynb #dc6148ec
 class CheckpointError(RuntimeError):
@@ -95,17 +95,33 @@ def _fsync_dir(d):
 class Terminated(KeyboardInterrupt):
     "SIGTERM received: the process is asked to stop, handled as Ctrl-C"
 
-def _raise_terminated(signum, frame): raise Terminated()
+_stops = []   # the signals received within `stop_on_sigterm`, kept until it exits
+
+def _stop(signum):
+    "The exception a stop by signal `signum` raises"
+    return Terminated() if signum == signal.SIGTERM else KeyboardInterrupt()
+
+def _raise_stop(signum, frame):
+    _stops.append(signum)
+    raise _stop(signum)
 
 def _main_thread(): return threading.current_thread() is threading.main_thread()
 
 @contextmanager
 def stop_on_sigterm():
-    "Within: SIGTERM raises `Terminated` (a `KeyboardInterrupt`) in the main thread, so that a fit stops as on Ctrl-C"
+    "Within: SIGTERM raises `Terminated` (a `KeyboardInterrupt`) in the main thread, as Ctrl-C does, and either is remembered"
     if not _main_thread(): yield; return
-    old = signal.signal(signal.SIGTERM, _raise_terminated)
+    old = {signal.SIGTERM: signal.signal(signal.SIGTERM, _raise_stop)}
+    # Ctrl-C only where Python's own handler is installed: an ignored SIGINT stays ignored
+    if signal.getsignal(signal.SIGINT) is signal.default_int_handler: old[signal.SIGINT] = signal.signal(signal.SIGINT, _raise_stop)
     try: yield
-    finally: signal.signal(signal.SIGTERM, old)
+    finally:
+        for s, h in old.items(): signal.signal(s, h)
+        _stops.clear()
+
+def raise_if_stopped():
+    "Raise again a stop received within `stop_on_sigterm` whose `KeyboardInterrupt` some code caught and dropped"
+    if _stops: raise _stop(_stops[-1])
 
 @contextmanager
 def signals_deferred():

@@ -199,6 +199,25 @@ def test_signal_while_a_checkpoint_is_written(sigdata, tmp_path, sig, code):
     assert saved.name == f"gan_epoch{ck['epoch']}.pth" and ck['interrupted'] is None
     assert not list((out/'checkpoints').glob('.*.tmp'))
 
+def test_an_interrupt_dropped_by_a_library_still_stops_the_run(tiny, tmp_path, monkeypatch, capsys):
+    "Ctrl-C while a checkpoint is written, its `KeyboardInterrupt` caught and dropped inside the writer: the run still stops there"
+    save, dropped = torch.save, []
+    def dropping_save(obj, f, **kwargs):
+        if not dropped:
+            try: signal.raise_signal(signal.SIGINT)
+            except KeyboardInterrupt: dropped.append(True)   # as code that catches `BaseException` and goes on
+        save(obj, f, **kwargs)
+    monkeypatch.setattr(torch, 'save', dropping_save)
+    old = signal.signal(signal.SIGINT, signal.default_int_handler)   # Ctrl-C as a terminal gives it, whatever the runner's
+    out = tmp_path/'o'
+    try: code = run(['train', '--data', tiny, '--out', out, *TINY[:1], 3, *TINY[2:]])
+    finally: signal.signal(signal.SIGINT, old)
+    line = one_line(capsys.readouterr().err)
+    assert dropped and code == 130, line
+    assert line.startswith('gan_callbacks train: training interrupted after epoch 1 of 3; state saved to ') and 'resume with: ' in line
+    assert sorted(p.name for p in (out/'checkpoints').iterdir()) == ['gan_epoch0.pth']
+    assert not torch.load(out/'checkpoints'/'gan_epoch0.pth', weights_only=True)['interrupted']
+
 def test_signal_after_the_last_epoch_still_writes_the_generator(sigdata, tmp_path):
     out = tmp_path/'o'
     p, argv = start(sigdata, out, epochs=1)
