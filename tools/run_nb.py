@@ -3,10 +3,13 @@ without progress bars, warnings or HTML, so the notebooks show their figures on 
 
     python tools/run_nb.py nbs/00_your_data.ipynb --all
     python tools/run_nb.py nbs/03_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs
+    python tools/run_nb.py nbs/*.ipynb --refresh                  # store again the outputs of the cells that have them
     python tools/run_nb.py nbs/*.ipynb --check                    # rerun, and fail where a stored text output changed
 
-One thread and seeds 0, so that a run on the same kind of CPU gives the same digits."""
-import argparse, base64, io, os, re, sys
+One thread and seeds 0, so that a run on the same kind of CPU gives the same digits. Another CPU rounds differently
+(its kernels block and sum in another order) and a few epochs of GAN training carry that far: each notebook records
+the machine its outputs come from, and on any other `--check` compares its floats within a tolerance."""
+import argparse, base64, io, os, platform, re, sys
 os.environ.setdefault('OMP_NUM_THREADS', '1')   # before torch is imported by the notebook
 from pathlib import Path
 from execnb.nbio import read_nb, write_nb
@@ -66,18 +69,36 @@ def execute(nb_path):
     finally: os.chdir(cwd)
     return nb
 
-def run(nb_path, all_text=False, cells=None):
+def machine():
+    "The kind of machine outputs come from: the CPU's vendor, family and model, and torch's version"
+    cpu = {}
+    try:
+        for l in open('/proc/cpuinfo'):
+            k, _, v = l.partition(':')
+            if k.strip() in ('vendor_id', 'cpu family', 'model'): cpu.setdefault(k.strip(), v.strip())
+    except OSError: pass
+    import torch
+    return (f"{platform.machine()} {cpu.get('vendor_id', platform.processor() or '?')} family {cpu.get('cpu family', '?')} "
+            f"model {cpu.get('model', '?')}, torch {torch.__version__}")
+
+def has_text(c): return any(o['output_type'] == 'stream' or 'text/plain' in o.get('data', {}) for o in c.get('outputs', []))
+
+def run(nb_path, all_text=False, cells=None, refresh=False):
     nb_path = Path(nb_path).resolve()
+    if refresh:   # the cells that store outputs now, text where they store text
+        was = [c for c in read_nb(nb_path).cells if c.cell_type == 'code']
+        cells, texts_in = [i for i, c in enumerate(was) if c.get('outputs')], {i for i, c in enumerate(was) if has_text(c)}
     nb = execute(nb_path)
     code = [c for c in nb.cells if c.cell_type == 'code']
     for i, c in enumerate(code):
-        outs = [o for o in (keep(o, all_text) for o in c.get('outputs', [])) if o is not None]
+        outs = [o for o in (keep(o, i in texts_in if refresh else all_text) for o in c.get('outputs', [])) if o is not None]
         pics = any({'image/png', 'image/jpeg'} & set(o.get('data', {})) for o in outs)
         wanted = (i in cells) if cells is not None else (all_text or pics)
         c['outputs'] = outs if wanted and not c.source.lstrip().startswith('#| hide') else []
         c['execution_count'] = None
         for o in c['outputs']:
             if 'execution_count' in o: o['execution_count'] = None
+    nb.metadata['outputs_from'] = machine()   # kept by nbdev_clean (settings.ini's allowed_metadata_keys)
     write_nb(nb, nb_path)
     n = sum(bool(c['outputs']) for c in code)
     print(f"{nb_path.name}: outputs stored in {n} of {len(code)} code cells")
@@ -90,16 +111,31 @@ def texts(outs):
          for o in outs if o['output_type'] == 'stream' or 'text/plain' in o.get('data', {})]
     return [x for x in t if x.strip()], sum(bool({'image/png', 'image/jpeg'} & set(o.get('data', {}))) for o in outs)
 
+number = re.compile(r'[-+]?(?:\d+\.\d*|\.\d+|\d+)(?:[eE][-+]?\d+)?')
+RTOL, ATOL = 0.5, 1e-3   # another CPU: GAN losses and scores of a few tiny epochs seen to drift by up to 40% (d_real)
+
+def close(a, b):
+    "Texts `a` and `b` alike but for floats within `RTOL` (relative) or `ATOL` of each other; words and whole numbers equal"
+    if number.sub('#', a).split() != number.sub('#', b).split(): return False   # column widths may differ
+    for x, y in zip(number.findall(a), number.findall(b)):
+        if x == y: continue
+        if not re.search(r'[.eE]', x + y): return False
+        if abs(float(x) - float(y)) > RTOL * max(abs(float(x)), abs(float(y))) + ATOL: return False
+    return True
+
 def check(nb_path):
-    "The code cells of `nb_path` whose stored text outputs differ from a fresh run's: [(cell, stored, fresh)]"
-    stored = [c for c in read_nb(nb_path).cells if c.cell_type == 'code']
+    "The code cells of `nb_path` whose stored text outputs differ from a fresh run's: [(cell, stored, fresh)]; alike will do on another machine"
+    nb = read_nb(nb_path)
+    same = lambda x, y: x == y
+    if nb.metadata.get('outputs_from') != machine(): same = close
+    stored = [c for c in nb.cells if c.cell_type == 'code']
     fresh = [c for c in execute(nb_path).cells if c.cell_type == 'code']
     res = []
     for i, (a, b) in enumerate(zip(stored, fresh)):
         if not a.get('outputs'): continue
         (ta, pa), (tb, pb) = texts(a['outputs']), texts([o for o in (keep(o, True) for o in b.get('outputs', [])) if o is not None])
         rest = iter(tb)   # every stored text is in the fresh run, in order (a cell may have stored only some)
-        if not all(any(x == y for y in rest) for x in ta) or pb < pa: res.append((i, ta, tb))
+        if not all(any(same(x, y) for y in rest) for x in ta) or pb < pa: res.append((i, ta, tb))
     return res
 
 if __name__ == '__main__':
@@ -107,10 +143,11 @@ if __name__ == '__main__':
     p.add_argument('notebooks', nargs='+')
     p.add_argument('--all', action='store_true', help='keep small text outputs too, not only pictures')
     p.add_argument('--cells', type=int, nargs='*', help='only these code cells (0-based) keep their outputs')
+    p.add_argument('--refresh', action='store_true', help='store again the outputs of the code cells that store some now')
     p.add_argument('--check', action='store_true', help='store nothing: rerun and report stored text outputs that changed')
     a = p.parse_args()
     if not a.check:
-        for nb in a.notebooks: run(nb, a.all, a.cells)
+        for nb in a.notebooks: run(nb, a.all, a.cells, a.refresh)
         sys.exit()
     bad = 0
     for nb in a.notebooks:
