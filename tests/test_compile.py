@@ -10,6 +10,8 @@ from gan_callbacks.optim import pix2pix_adam
 from gan_callbacks.pix2pix import Pix2pixTrainer
 from gan_callbacks.cyclegan import cyclegan_learner
 from gan_callbacks.cut import cut_learner
+from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.pix2pixhd import pix2pixhd_learner
 from gan_callbacks.internals import compiled_graphs, is_compiled
 from helpers import Unpaired
 
@@ -51,6 +53,16 @@ def cut(compile):
                         trainer_kwargs=dict(nce_layers=(0, 4, 8, 12), num_patches=16, compile=compile))
     return learn, lambda: (learn.model, learn.cut_trainer.discriminator, learn.cut_trainer.sampler)
 
+def pix2pixhd(compile):
+    items = [(a, b) for A, B in batches() for a, b in zip(A, B)]
+    torch.manual_seed(1)
+    G = GlobalGenerator(3, 3, ngf=4, n_downsampling=2, n_blocks=1)
+    D = MultiscaleDiscriminator(6, ndf=4, n_layers=2, num_D=2, get_interm_feat=True)   # feature matching through D's layers
+    learn = pix2pixhd_learner(DataLoaders.from_dsets(items, items[:2], bs=2, shuffle=False, device='cpu'), G, D, opt_func=pix2pix_adam,
+                              trainer_kwargs=dict(vgg=False, pool_size=2, compile=compile))
+    t = learn.cbs.filter(lambda cb: hasattr(cb, 'd_names'))[0]
+    return learn, lambda: (learn.model, *t.discriminators.values())
+
 class GraphCount(Callback):
     "Dynamo's graph count after each training iteration"
     def before_fit(self): self.counts, self.base = [], compiled_graphs()
@@ -63,7 +75,7 @@ def train(make, compile):
     with learn.no_bar(), learn.no_logging(): learn.fit(1, 1e-3, cbs=(gc := GraphCount()))
     return learn, [{k: v.detach().clone() for k, v in m.state_dict().items()} for m in nets()], gc.counts
 
-@pytest.mark.parametrize('make', [pix2pix, cyclegan, cut])
+@pytest.mark.parametrize('make', [pix2pix, cyclegan, cut, pix2pixhd])
 def test_compiled_networks_train_as_eager_and_compile_once(make):
     _, eager, counts = train(make, False)
     assert counts == [0] * N   # nothing compiled
