@@ -117,7 +117,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         "Set up precision, networks, loss columns and counts; snapshot the state for `lr_find`"
         learn = self.learn
         forget_norm_layers()   # modules may have changed since the last fit
-        self.precision.setup(learn)
+        self.precision.setup(learn, compile=self.compile)
         self.start_discriminators(learner_device(learn))
         speed_up(learn.model, self.channels_last, self.compile)
         ms = self.loss_log.metrics(self.cols)   # the loss columns, in fastai's table

@@ -4,16 +4,58 @@
 
 # %% ../nbs/08d_precision.ipynb #f29e96d0
 from __future__ import annotations
-from contextlib import nullcontext
+from contextlib import nullcontext, contextmanager
 import torch
 from torch import nn
+import torch.nn.functional as F
+from torch.overrides import TorchFunctionMode
 from fastcore.basics import first
 from fastai.callback.fp16 import MixedPrecision, AMPMode
 from .internals import is_compiled, off_for_this_fit
 from .steps import learner_device, state_or_none
 
 # %% auto #0
-__all__ = ['amp_dtype', 'maybe_autocast', 'FitPrecision', 'check_compilable', 'speed_up', 'to_channels_last']
+__all__ = ['conv_as_matmul', 'conv_transpose_as_matmul', 'MatmulConvs', 'amp_dtype', 'maybe_autocast', 'FitPrecision',
+           'check_compilable', 'speed_up', 'to_channels_last']
+
+# %% ../nbs/08d_precision.ipynb #5c0e7a32
+def _pair(v): return (v, v) if isinstance(v, int) else tuple(v)
+
+def conv_as_matmul(x, w, b, stride, padding):
+    "`F.conv2d(x, w, b, stride, padding)` as `F.unfold` and one matmul (autocast's dtype)"
+    (kh, kw), (sh, sw), (ph, pw) = w.shape[2:], stride, padding
+    ho, wo = (x.shape[2] + 2*ph - kh)//sh + 1, (x.shape[3] + 2*pw - kw)//sw + 1
+    out = (w.flatten(1) @ F.unfold(x, (kh, kw), padding=padding, stride=stride)).view(x.shape[0], -1, ho, wo)
+    return out if b is None else out + b.view(1, -1, 1, 1).to(out.dtype)
+
+def conv_transpose_as_matmul(x, w, b, stride, padding, output_padding):
+    "`F.conv_transpose2d(x, w, b, stride, padding, output_padding)` as one matmul and `F.fold`, whose overlaps add up in float32"
+    (kh, kw), (sh, sw), (ph, pw), (oh, ow) = w.shape[2:], stride, padding, output_padding
+    size = ((x.shape[2] - 1)*sh - 2*ph + kh + oh, (x.shape[3] - 1)*sw - 2*pw + kw + ow)
+    cols = x.flatten(2).transpose(1, 2) @ w.flatten(1)   # per input position, its kh x kw patch of every output channel
+    out = F.fold(cols.transpose(1, 2).float(), size, (kh, kw), padding=padding, stride=stride).to(cols.dtype)
+    return out if b is None else out + b.view(1, -1, 1, 1).to(out.dtype)
+
+class MatmulConvs(TorchFunctionMode):
+    "Within: 2-d convolutions with at most `max_positions` output positions (transposed: input) per image run as one matmul each"
+    def __init__(self, max_positions:int=64): super().__init__(); self.max_positions = max_positions
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.conv2d:
+            a = dict(zip(('input', 'weight', 'bias', 'stride', 'padding', 'dilation', 'groups'), args), **kwargs)
+            x, w, st, pd = a['input'], a['weight'], _pair(a.get('stride', 1)), a.get('padding', 0)
+            if x.dim() == 4 and a.get('groups', 1) == 1 and _pair(a.get('dilation', 1)) == (1, 1) and not isinstance(pd, str):
+                pd = _pair(pd)
+                n = ((x.shape[2] + 2*pd[0] - w.shape[2])//st[0] + 1) * ((x.shape[3] + 2*pd[1] - w.shape[3])//st[1] + 1)
+                if n <= self.max_positions: return conv_as_matmul(x, w, a.get('bias'), st, pd)
+        elif func is torch.conv_transpose2d:
+            a = dict(zip(('input', 'weight', 'bias', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), args), **kwargs)
+            x = a['input']
+            if (x.dim() == 4 and a.get('groups', 1) == 1 and _pair(a.get('dilation', 1)) == (1, 1)
+                    and x.shape[2] * x.shape[3] <= self.max_positions):
+                return conv_transpose_as_matmul(x, a['weight'], a.get('bias'), _pair(a.get('stride', 1)), _pair(a.get('padding', 0)),
+                                                _pair(a.get('output_padding', 0)))
+        return func(*args, **kwargs)
 
 # %% ../nbs/08d_precision.ipynb #7f9dd341
 def amp_dtype(learn, device_type:str):
@@ -27,23 +69,30 @@ def amp_dtype(learn, device_type:str):
                          "use `learn.to_bf16()` instead (bfloat16 autocast works on the CPU)")
     return torch.float16
 
-def maybe_autocast(device_type:str, dtype=None):
-    "Autocast to `dtype` on `device_type`; no context at all when `dtype` is `None`"
-    return torch.autocast(device_type, dtype=dtype) if dtype else nullcontext()
+def maybe_autocast(device_type:str, dtype=None, matmul_convs:bool=True):
+    "Autocast to `dtype` on `device_type`, bfloat16 on the CPU with `MatmulConvs` (unless `matmul_convs` is False); no context at all when `dtype` is `None`"
+    if not dtype: return nullcontext()
+    if matmul_convs and device_type == 'cpu' and dtype == torch.bfloat16: return _autocast_matmul_convs(device_type, dtype)
+    return torch.autocast(device_type, dtype=dtype)
+
+@contextmanager
+def _autocast_matmul_convs(device_type, dtype):
+    with torch.autocast(device_type, dtype=dtype), MatmulConvs(): yield
 
 class FitPrecision:
     "A trainer's precision: the Learner's autocast dtype on its device type; under fp16 a `GradScaler` per optimizer in `names`"
-    def __init__(self, names=('g', 'd')): self.names, self.device_type, self.dtype, self.scalers = tuple(names), 'cpu', None, {}
+    def __init__(self, names=('g', 'd')):
+        self.names, self.device_type, self.dtype, self.scalers, self.matmul_convs = tuple(names), 'cpu', None, {}, True
 
-    def setup(self, learn):
-        "At a fit's start: `learn`'s device type and dtype; fp16's scalers, kept from fit to fit (their scale is state)"
+    def setup(self, learn, compile=False):
+        "At a fit's start: `learn`'s device type and dtype (`MatmulConvs` unless `compile`); fp16's scalers, kept from fit to fit (their scale is state)"
         self.device_type = torch.device(learner_device(learn)).type
-        self.dtype = amp_dtype(learn, self.device_type)
+        self.dtype, self.matmul_convs = amp_dtype(learn, self.device_type), not compile   # dynamo is not asked to trace the mode
         if self.dtype != torch.float16: self.scalers = {}
         elif not self.scalers: self.scalers = {k: torch.amp.GradScaler(self.device_type) for k in self.names}
         return self
 
-    def autocast(self): return maybe_autocast(self.device_type, self.dtype)
+    def autocast(self): return maybe_autocast(self.device_type, self.dtype, self.matmul_convs)
     def scaler(self, name:str): return self.scalers.get(name)   # `None` but under fp16
 
     def state_dict(self): return {f'{k}_scaler': state_or_none(self.scalers.get(k)) for k in self.names}
