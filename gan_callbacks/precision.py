@@ -70,7 +70,7 @@ def amp_dtype(learn, device_type:str):
     return torch.float16
 
 def maybe_autocast(device_type:str, dtype=None, matmul_convs:bool=True):
-    "Autocast to `dtype` on `device_type`, bfloat16 on the CPU with `MatmulConvs` (unless `matmul_convs` is False); no context at all when `dtype` is `None`"
+    "Autocast to `dtype` on `device_type` (bfloat16 on the CPU: with `MatmulConvs` if `matmul_convs`); no context when `dtype` is `None`"
     if not dtype: return nullcontext()
     if matmul_convs and device_type == 'cpu' and dtype == torch.bfloat16: return _autocast_matmul_convs(device_type, dtype)
     return torch.autocast(device_type, dtype=dtype)
@@ -85,7 +85,7 @@ class FitPrecision:
         self.names, self.device_type, self.dtype, self.scalers, self.matmul_convs = tuple(names), 'cpu', None, {}, True
 
     def setup(self, learn, compile=False):
-        "At a fit's start: `learn`'s device type and dtype (`MatmulConvs` unless `compile`); fp16's scalers, kept from fit to fit (their scale is state)"
+        "At a fit's start: `learn`'s device type and dtype (`MatmulConvs` unless `compile`); fp16's scalers, kept from fit to fit"
         self.device_type = torch.device(learner_device(learn)).type
         self.dtype, self.matmul_convs = amp_dtype(learn, self.device_type), not compile   # dynamo is not asked to trace the mode
         if self.dtype != torch.float16: self.scalers = {}
