@@ -10,6 +10,7 @@ import fastai.callback.progress  # Learner.no_bar
 from fastai.callback.fp16 import MixedPrecision
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.guard import NonFiniteGuard
+from gan_callbacks.precision import maybe_autocast
 from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError, \
     SyncFreeProgressCallback
 from helpers import batches, paired_dls as make_dls, pix2pix_nets as nets, fit, state, assert_close as assert_states_close, HostReads
@@ -30,7 +31,7 @@ def plain_pix2pix(G, D, data, lr, mode='vanilla', lambda_l1=100., amp=None):
     G, D = deepcopy(G).train(), deepcopy(D).train()
     opt_g = torch.optim.Adam(G.parameters(), lr=lr, betas=(0.5, 0.999), eps=1e-8, fused=True)
     opt_d = torch.optim.Adam(D.parameters(), lr=lr, betas=(0.5, 0.999), eps=1e-8, fused=True)
-    ac = lambda: torch.autocast('cpu', dtype=amp, enabled=amp is not None)
+    ac = lambda: maybe_autocast('cpu', amp)   # as the trainers autocast (bfloat16 on the CPU: with `MatmulConvs`)
     for A, B in data:
         with ac(): fake = G(A)
         fake = fake.float()
