@@ -29,10 +29,15 @@ def test_matmul_convs_compute_the_convolution(conv, hw, channels_last):
         res.append((y, *g))
     for a, b in zip(*res): torch.testing.assert_close(b, a, atol=1e-5, rtol=1e-4)
 
-def test_large_and_grouped_convolutions_are_left_to_pytorch(monkeypatch):
+def used(monkeypatch):
+    "The names of the matmul forms called from now on, in order"
     calls = []
     for f in ('conv_as_matmul', 'conv_transpose_as_matmul'):
         monkeypatch.setattr(precision, f, (lambda g: lambda *a: calls.append(g.__name__) or g(*a))(getattr(precision, f)))
+    return calls
+
+def test_large_and_grouped_convolutions_are_left_to_pytorch(monkeypatch):
+    calls = used(monkeypatch)
     with MatmulConvs(max_positions=16):
         nn.Conv2d(4, 4, 3, 1, 1)(torch.randn(1, 4, 5, 5))            # 25 output positions
         nn.ConvTranspose2d(4, 4, 4, 2, 1)(torch.randn(1, 4, 5, 5))   # 25 input positions
@@ -42,13 +47,6 @@ def test_large_and_grouped_convolutions_are_left_to_pytorch(monkeypatch):
         assert calls == []
         nn.Conv2d(4, 4, 3, 1, 1)(torch.randn(1, 4, 4, 4)); nn.ConvTranspose2d(4, 4, 4, 2, 1)(torch.randn(1, 4, 4, 4))
     assert calls == ['conv_as_matmul', 'conv_transpose_as_matmul']
-
-def used(monkeypatch):
-    "Calls of the matmul forms from now on"
-    calls = []
-    orig = precision.conv_as_matmul
-    monkeypatch.setattr(precision, 'conv_as_matmul', lambda *a: calls.append(1) or orig(*a))
-    return calls
 
 @pytest.mark.parametrize('bf16', [False, True])
 def test_only_bfloat16_fits_on_the_cpu_take_them(tmp_path, monkeypatch, bf16):
@@ -67,7 +65,7 @@ def test_not_on_cuda_nor_compiled_nor_asked_not_to(tmp_path, monkeypatch):
     for ctx in (FitPrecision().setup(learn).autocast(), FitPrecision().setup(learn, compile=True).autocast(),
                 maybe_autocast('cpu', torch.bfloat16, matmul_convs=False)):
         with ctx: nn.Conv2d(2, 2, 3, 1, 1)(torch.randn(1, 2, 2, 2))
-    assert calls == [1]   # only the first
+    assert calls == ['conv_as_matmul']   # only the first
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')   # autocast's notice that this machine has no CUDA
         assert isinstance(maybe_autocast('cuda', torch.bfloat16), torch.autocast)
