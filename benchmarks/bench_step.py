@@ -29,6 +29,7 @@ from PIL import Image
 from gan_callbacks.models import UnetGenerator, PatchDiscriminator
 from gan_callbacks.pix2pix import pix2pix_learner, Pix2pixTrainer
 from gan_callbacks.samples import make_pair
+from gan_callbacks.precision import maybe_autocast
 
 logging.getLogger('torch.utils.cpp_extension').setLevel(logging.ERROR)  # "no CUDA runtime" when compiling on the CPU
 
@@ -52,14 +53,14 @@ class Cfg:
 UNET_128, UNET_256 = Cfg('unet_128', 7, 128, 4), Cfg('unet_256', 8, 256, 1)
 TINY = Cfg('tiny', 5, 32, 1, 4, 4)  # almost no compute: what remains is the cost of the loop itself
 
-PROFILES = {  # iters: batches per timed run (one fit); rounds: timed runs per variant after one warm-up run
+PROFILES = {  # iters: batches per timed run (one fit); rounds: timed runs per variant after one warm-up run; loop_rounds: the loop cost's
     'quick':   dict(configs=[Cfg('unet_64/16', 6, 64, 2, 16, 16), Cfg('unet_128/16', 7, 128, 1, 16, 16)],
                     iters=3, rounds=4, options_on=['unet_64/16'], compile=False, mem_on=['unet_64/16'], mem_iters=2,
-                    mem_reps=1, curve_iters=15, overhead_iters=10, mm_n=1024),
+                    mem_reps=1, curve_iters=15, overhead_iters=10, loop_rounds=3, mm_n=1024),
     'default': dict(configs=[UNET_128, UNET_256], iters=3, rounds=5, options_on=['unet_256'], compile=True,
-                    mem_on=['unet_128', 'unet_256'], mem_iters=2, mem_reps=1, curve_iters=30, overhead_iters=20, mm_n=2048),
+                    mem_on=['unet_128', 'unet_256'], mem_iters=2, mem_reps=1, curve_iters=30, overhead_iters=20, loop_rounds=9, mm_n=2048),
     'full':    dict(configs=[UNET_128, UNET_256], iters=5, rounds=7, options_on=['unet_128', 'unet_256'], compile=True,
-                    mem_on=['unet_128', 'unet_256'], mem_iters=3, mem_reps=3, curve_iters=60, overhead_iters=40, mm_n=2048),
+                    mem_on=['unet_128', 'unet_256'], mem_iters=3, mem_reps=3, curve_iters=60, overhead_iters=40, loop_rounds=15, mm_n=2048),
 }
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -88,15 +89,17 @@ def make_models(cfg:Cfg, seed:int=0):
     torch.manual_seed(seed)
     return UnetGenerator(num_downs=cfg.num_downs, ngf=cfg.ngf), PatchDiscriminator(ndf=cfg.ndf)
 
-def _amp(bf16): return torch.autocast('cpu', dtype=torch.bfloat16) if bf16 else contextlib.nullcontext()
+def _amp(bf16, mc=False):
+    "bf16 autocast: PyTorch's alone, or the trainers' (`mc`: with `MatmulConvs`)"
+    return maybe_autocast('cpu', torch.bfloat16 if bf16 else None, matmul_convs=mc)
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The two training paths
 
 class PlainLoop:
     "The pix2pix iteration as a bare PyTorch loop: the math `Pix2pixTrainer` does, nothing else"
-    def __init__(self, G, D, batches, bf16=False):
-        self.G, self.D, self.batches, self.bf16 = G.train(), D.train(), batches, bf16
+    def __init__(self, G, D, batches, bf16=False, mc=False):
+        self.G, self.D, self.batches, self.bf16, self.mc = G.train(), D.train(), batches, bf16, mc
         adam = lambda m: torch.optim.Adam(m.parameters(), LR, betas=BETAS, eps=EPS, weight_decay=0., fused=True)
         self.g_opt, self.d_opt = adam(G), adam(D)
 
@@ -108,17 +111,17 @@ class PlainLoop:
     def step(self, A, B):
         G, D = self.G, self.D
         self.g_opt.zero_grad()   # G's gradients released before the forward, as the Learner does after it
-        with _amp(self.bf16): fake = G(A)
+        with _amp(self.bf16, self.mc): fake = G(A)
         fake = fake.float()
         D.requires_grad_(True)
         self.d_opt.zero_grad()
-        with _amp(self.bf16):
+        with _amp(self.bf16, self.mc):
             d_fake = self.gan(D(torch.cat([A, fake.detach()], 1)), False)
             d_real = self.gan(D(torch.cat([A, B], 1)), True)
             d_loss = 0.5 * (d_fake + d_real)
         d_loss.backward(); self.d_opt.step()
         D.requires_grad_(False)
-        with _amp(self.bf16):
+        with _amp(self.bf16, self.mc):
             g_loss = self.gan(D(torch.cat([A, fake], 1)), True) + LAMBDA_L1 * F.l1_loss(fake.float(), B.float())
         g_loss.backward(); self.g_opt.step()
 
@@ -152,20 +155,20 @@ class _PlainStep(Callback):
         if not self.training: return
         L, A, B, fake, G, D = self.loop, self.xb[0], self.yb[0], self.pred, self.loop.G, self.loop.D
         D.requires_grad_(True); L.d_opt.zero_grad()
-        with _amp(L.bf16):
+        with _amp(L.bf16, L.mc):
             d_loss = 0.5 * (L.gan(D(torch.cat([A, fake.detach()], 1)), False) + L.gan(D(torch.cat([A, B], 1)), True))
         d_loss.backward(); L.d_opt.step(); D.requires_grad_(False)
-        with _amp(L.bf16): g_loss = L.gan(D(torch.cat([A, fake], 1)), True) + LAMBDA_L1 * F.l1_loss(fake.float(), B.float())
+        with _amp(L.bf16, L.mc): g_loss = L.gan(D(torch.cat([A, fake], 1)), True) + LAMBDA_L1 * F.l1_loss(fake.float(), B.float())
         g_loss.backward(); L.g_opt.step(); L.g_opt.zero_grad()
         raise CancelBackwardException()
     def before_step(self): raise CancelStepException()
-    def before_batch(self): self.ctx = _amp(self.loop.bf16); self.ctx.__enter__()
+    def before_batch(self): self.ctx = _amp(self.loop.bf16, self.loop.mc); self.ctx.__enter__()
     def after_pred(self): self.ctx.__exit__(None, None, None); self.learn.pred = self.pred.float()
 
 class FastaiLoop:
     "The plain loop's math as one callback of a bare fastai `Learner` (default callbacks, fastai's L1 as loss): what fastai itself adds"
-    def __init__(self, G, D, batches, bf16=False):
-        self.loop = PlainLoop(G, D, batches, bf16)
+    def __init__(self, G, D, batches, bf16=False, mc=False):
+        self.loop = PlainLoop(G, D, batches, bf16, mc)
         self.learn = Learner(_dls(batches), G, loss_func=L1LossFlat(), cbs=_PlainStep(self.loop))
     def run(self, batches=None):
         with contextlib.redirect_stdout(io.StringIO()): self.learn.fit(1, LR)
@@ -173,9 +176,10 @@ class FastaiLoop:
 PATHS = dict(trainer=TrainerLoop, plain=PlainLoop, fastai=FastaiLoop)
 
 def build(path, cfg, batches, bf16=False, option=None, models=None):
-    "A `path` ('trainer' or 'plain') on a copy of `models` (or new ones); `option` ('cl', 'compile'): a trainer flag"
+    "A `path` ('trainer', 'plain' or 'fastai') on a copy of `models` (or new ones); `option` ('cl', 'compile'): a trainer flag, 'mc': the trainers' autocast for the others"
     G, D = copy.deepcopy(models) if models is not None else make_models(cfg)
     if option is None: return PATHS[path](G, D, batches, bf16)
+    if option == 'mc' and path != 'trainer': return PATHS[path](G, D, batches, bf16, mc=True)
     if path != 'trainer' or option not in OPTIONS: raise ValueError(f"no option {option!r} for {path}")
     return TrainerLoop(G, D, batches, bf16, option)
 
@@ -346,32 +350,47 @@ def loop_counts(n=20):
     return res
 
 def loop_cost(P, max_other):
-    """What the trainer path adds per iteration on a model that does almost no work: per-round differences trainer - plain,
-    in wall time and in this process's CPU time (the host work itself, which other processes on the machine disturb less);
-    and the same for the plain step inside a bare fastai `Learner` (what fastai itself adds)"""
+    """What the trainer path adds per iteration on a model that does almost no work, against a plain PyTorch loop and
+    against the plain step inside a bare fastai `Learner` (what fastai itself adds). Each path fits `n` and `3n`
+    iterations in every round: the slope, (t(3n) - t(n)) / 2n, is the cost of one more iteration, and what remains of
+    t(n) is the cost of a fit's start and end (set-up, epoch events), which a per-iteration figure should not carry.
+    Per-round differences, in wall time and in this process's CPU time (the host work itself, which other processes on
+    the machine disturb less)"""
     n = P['overhead_iters']
-    batches, models = make_batches(TINY, n), make_models(TINY)
-    tv = {f"{p} {prec}": build(p, TINY, batches, prec == 'bf16', models=models) for prec in ('fp32', 'bf16') for p in ('trainer', 'fastai', 'plain')}
+    models = make_models(TINY)
+    lens = (n, 3 * n)
+    # the plain and fastai paths autocast as the trainer does (`MatmulConvs` in bf16): the same step in all three
+    tv = {(f"{p} {prec}", k): build(p, TINY, make_batches(TINY, k), prec == 'bf16', None if p == 'trainer' else 'mc', models)
+          for prec in ('fp32', 'bf16') for p in ('trainer', 'fastai', 'plain') for k in lens}
     for v in tv.values(): v.run()   # warm-up
     wall, cpu, names = {k: [] for k in tv}, {k: [] for k in tv}, list(tv)
-    for r in range(P['rounds']):
+    for r in range(P['loop_rounds']):
         for k in (names if r % 2 == 0 else names[::-1]):
             c0, w0 = time.process_time(), time.perf_counter(); tv[k].run()
-            cpu[k].append((time.process_time() - c0) / n); wall[k].append((time.perf_counter() - w0) / n)
+            cpu[k].append(time.process_time() - c0); wall[k].append(time.perf_counter() - w0)
     del tv; gc.collect()
-    print(f"== loop cost: {TINY} (almost no compute), fits of {n} iterations, {torch.get_num_threads()} threads, "
-          f"{P['rounds']} interleaved rounds; load average now {os.getloadavg()[0]:.2f}")
+    print(f"== loop cost: {TINY} (almost no compute), fits of {n} and {3*n} iterations, {torch.get_num_threads()} threads, "
+          f"{P['loop_rounds']} interleaved rounds; load average now {os.getloadavg()[0]:.2f}")
+    slope = lambda t, k: [(b - a) / (2 * n) for a, b in zip(t[k, n], t[k, 3 * n])]
+    fixed = lambda t, k: [a - n * s for a, s in zip(t[k, n], slope(t, k))]
+    def quart(d):
+        d = sorted(d)
+        q = statistics.quantiles(d, n=4, method='inclusive') if len(d) > 1 else d * 3
+        return f"{statistics.median(d):.2f} ms (per-round median, quartiles {q[0]:.2f}-{q[2]:.2f})"
     res = {}
     for prec in ('fp32', 'bf16'):
         for what, t in (('CPU', cpu), ('wall', wall)):
-            b = statistics.median(t[f'plain {prec}'])
-            for path in ('trainer', 'fastai'):
-                a = statistics.median(t[f'{path} {prec}'])
-                d = sorted((x - y) * 1e3 for x, y in zip(t[f'{path} {prec}'], t[f'plain {prec}']))
-                q = statistics.quantiles(d, n=4, method='inclusive') if len(d) > 1 else d * 3
-                print(f"{prec} {what:>4}: {path} {a*1e3:.2f} ms, plain {b*1e3:.2f} ms per iteration: the {path} path adds "
-                      f"{statistics.median(d):.2f} ms (per-round median, quartiles {q[0]:.2f}-{q[2]:.2f})")
-                res[path, prec, what] = statistics.median(d)
+            s = {p: slope(t, f'{p} {prec}') for p in ('trainer', 'fastai', 'plain')}
+            f = {p: fixed(t, f'{p} {prec}') for p in ('trainer', 'fastai', 'plain')}
+            ms = lambda xs: f"{statistics.median(xs) * 1e3:.2f}"
+            print(f"{prec} {what:>4}: one more iteration costs trainer {ms(s['trainer'])} ms, fastai {ms(s['fastai'])} ms, "
+                  f"plain {ms(s['plain'])} ms; a fit's start and end trainer {ms(f['trainer'])} ms, fastai {ms(f['fastai'])} ms")
+            for a, b in (('trainer', 'fastai'), ('fastai', 'plain'), ('trainer', 'plain')):
+                d = [(x - y) * 1e3 for x, y in zip(s[a], s[b])]
+                print(f"    per iteration, {a} - {b}: {quart(d)}")
+                res[a, b, prec, what] = statistics.median(d)
+            per_fit_n = [(x - y) / n * 1e3 for x, y in zip(t[f'trainer {prec}', n], t[f'fastai {prec}', n])]
+            print(f"    a fit of {n} iterations, per iteration, trainer - fastai (start and end included): {quart(per_fit_n)}")
     loop_counts()
     return res
 
@@ -410,7 +429,11 @@ def main():
           f"than 3 rounds with both runs quiet (other processes using at most {args.max_other} cores)\n")
 
     if args.loop_only:
-        loop_cost(P, args.max_other); lap('loop cost'); return
+        loop = loop_cost(P, args.max_other); lap('loop cost')
+        ok = max(loop['trainer', 'fastai', p, 'wall'] for p in ('fp32', 'bf16')) <= 0.25
+        print(f"TARGET trainer - bare fastai Learner <= 0.25 ms per iteration (wall): {'holds' if ok else 'MISSED'} ("
+              + ', '.join(f"{p} {loop['trainer', 'fastai', p, 'wall']:.2f} ms" for p in ('fp32', 'bf16')) + ')')
+        return
     peak = {'fp32': matmul_gflops(torch.float32, P['mm_n']), 'bf16': matmul_gflops(torch.bfloat16, P['mm_n'])}
     print(f"matmul peak ({P['mm_n']}x{P['mm_n']}): fp32 {peak['fp32']:.0f} GFLOP/s, bf16 {peak['bf16']:.0f} GFLOP/s")
     lap('matmul')
@@ -418,7 +441,7 @@ def main():
 
     res = {cfg.name: bench_config(cfg, P, peak, lap, args.max_other) for cfg in P['configs']}
 
-    loop_cost(P, args.max_other)
+    loop = loop_cost(P, args.max_other)
     lap('loop cost')
     print()
 
@@ -443,7 +466,10 @@ def main():
               ('trainer/plain peak memory <= 1.10', worst('fp32 mem', 'bf16 mem') <= 1.10,
                f"fp32: {per('fp32 mem')}; bf16: {per('bf16 mem')}"),
               ('bf16 trainer step <= 0.50x plain fp32 step', least('bf16 trainer speedup vs plain fp32') >= 2.0,
-               per('bf16 trainer speedup vs plain fp32'))]
+               per('bf16 trainer speedup vs plain fp32')),
+              ('trainer - bare fastai Learner <= 0.25 ms per iteration (wall)',
+               max(loop['trainer', 'fastai', p, 'wall'] for p in ('fp32', 'bf16')) <= 0.25,
+               ', '.join(f"{p} {loop['trainer', 'fastai', p, 'wall']:.2f} ms" for p in ('fp32', 'bf16')))]
     for what, ok, detail in checks: print(f"TARGET {what}: {'holds' if ok else 'MISSED'} ({detail})")
     opts = ' '.join(f"{k.replace('cl ', 'channels_last ').replace(' speedup', '')}({c})={res[c][k]:.2f}"
                     for c in names for k in ('cl speedup fp32', 'cl speedup bf16', 'compile speedup fp32', 'compile speedup bf16')

@@ -47,6 +47,7 @@ VARIANTS = {'paper': ('paper', {}),
             'r1': ('paper', dict(r1_gamma=1.)),
             'r2': ('paper', dict(r2_gamma=1.)),
             'spectral_norm': ('paper', dict(spectral_norm=True)),
+            'multiscale': ('paper', dict(num_D=2, lambda_feat=10.)),
             'modern': ('modern', {})}
 
 def pix2pix_run(a, data, recipe, opts):

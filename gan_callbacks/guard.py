@@ -17,42 +17,53 @@ class NonFiniteError(FloatingPointError):
     "Training stopped: too many iterations in a row had a non-finite loss or gradients"
 
 # %% ../nbs/08e_guard.ipynb #dbb330b9
-_norm_layers_of = weakref.WeakKeyDictionary()   # model -> its BatchNorm layers; emptied when a fit starts
+_stats_of = weakref.WeakKeyDictionary()   # model -> its BatchNorm statistics by kind; emptied when a fit starts
+_stat_names = ('running_mean', 'running_var', 'num_batches_tracked')   # what a BatchNorm forward in training updates
 
-def _norm_layers(model):
-    "The BatchNorm layers of `model`: a walk over its modules, done once per fit rather than per batch"
-    ls = _norm_layers_of.get(model)
-    if ls is None: ls = _norm_layers_of[model] = [m for m in model.modules() if isinstance(m, NormBase)]
-    return ls
+def _flat(ts, out=None):
+    "The tensors `ts` (all of one dtype and number of dimensions) as one flat tensor, in one call for 0-d and 1-d ones"
+    d = ts[0].dim()
+    return torch.stack(ts, out=out) if d == 0 else torch.cat(ts if d == 1 else [t.reshape(-1) for t in ts], out=out)
+
+class _Stats:
+    "Statistics of one dtype and number of dimensions, with a flat buffer and its views to put a copy back in three calls"
+    def __init__(self, ts):
+        self.ts, self.buf = ts, _flat(ts)
+        d, sizes = ts[0].dim(), [t.numel() for t in ts]
+        parts = self.buf.unbind() if d == 0 else self.buf.split(sizes)
+        self.views = parts if d <= 1 else [f.view_as(t) for f, t in zip(parts, ts)]
+
+    def copy(self): return _flat(self.ts)
+    def restore_if(self, bad, old):
+        "The statistics as they were in `old` (a `copy`) if `bad`, else as they are"
+        _flat(self.ts, out=self.buf)
+        torch.where(bad, old, self.buf, out=self.buf)
+        copy_into(self.ts, self.views)
+
+def _norm_groups(model):
+    "The running statistics of `model`'s BatchNorm layers as `_Stats`, one per dtype and dimensions: found once per fit"
+    # a forward, `load_state_dict` and DDP's broadcast all change these tensors in place, so the ones found stay the model's
+    gs = _stats_of.get(model)
+    if gs is None:
+        by = {}
+        for m in model.modules():
+            if isinstance(m, NormBase):
+                for k in _stat_names:
+                    if (b := getattr(m, k, None)) is not None: by.setdefault((b.dtype, b.dim()), []).append(b)
+        gs = _stats_of[model] = [_Stats(ts) for ts in by.values()]
+    return gs
 
 def forget_norm_layers():
     "Walk the networks' modules again at the next `norm_stats`: at a fit's start, as they may have changed"
-    _norm_layers_of.clear()
-
-_stat_names = ('running_mean', 'running_var', 'num_batches_tracked')   # what a BatchNorm forward in training updates
-
-def _flat(ts):
-    "The tensors `ts` (all of one dtype and number of dimensions) as one flat tensor, in one call for 0-d and 1-d ones"
-    d = ts[0].dim()
-    return torch.stack(ts) if d == 0 else torch.cat(ts if d == 1 else [t.reshape(-1) for t in ts])
-
-def _parts(flat, ts, sizes):
-    "`flat` cut back into views shaped as `ts`"
-    d = ts[0].dim()
-    return flat.unbind() if d == 0 else flat.split(sizes) if d == 1 else [f.view_as(t) for f, t in zip(flat.split(sizes), ts)]
+    _stats_of.clear()
 
 def norm_stats(*models):
-    "The running statistics of the BatchNorm layers of `models` and a copy of them: one flat tensor per dtype and shape kind"
-    groups = {}
-    for model in models:
-        for m in _norm_layers(model):
-            for k in _stat_names:
-                if (b := getattr(m, k, None)) is not None: groups.setdefault((b.dtype, b.dim()), []).append(b)
-    return [(ts, _flat(ts), [t.numel() for t in ts]) for ts in groups.values()]
+    "A copy of the running statistics of the BatchNorm layers of `models`: one flat tensor per network, dtype and shape kind"
+    return [(g, g.copy()) for model in models for g in _norm_groups(model)]
 
 def restore_if(bad, stats):
     "Put the statistics `norm_stats` copied back if `bad` (a flag on the device): a few calls whatever the number of layers"
-    for ts, old, sizes in stats: copy_into(ts, _parts(torch.where(bad, old, _flat(ts)), ts, sizes))
+    for g, old in stats: g.restore_if(bad, old)
 
 def forget_if(learn, bad, *stats):
     "A skipped iteration leaves no trace: the BatchNorm statistics `stats` back, and fastai's smoothed train loss unchanged"
