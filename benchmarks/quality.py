@@ -48,6 +48,8 @@ VARIANTS = {'paper': ('paper', {}),
             'r2': ('paper', dict(r2_gamma=1.)),
             'spectral_norm': ('paper', dict(spectral_norm=True)),
             'multiscale': ('paper', dict(num_D=2, lambda_feat=10.)),
+            'multiscale+r2': ('paper', dict(num_D=2, lambda_feat=10., r2_gamma=1.)),
+            'multiscale+sn+r2': ('paper', dict(num_D=2, lambda_feat=10., spectral_norm=True, r2_gamma=1.)),
             'modern': ('modern', {})}
 
 def pix2pix_run(a, data, recipe, opts):
