@@ -1,4 +1,4 @@
-"""Image quality of the paper recipe, each stabilizer alone, and the modern recipe, on the built-in samples.
+"""Image quality of the paper recipe, each stabilizer alone, a few combinations, and the modern recipe, on the built-in samples.
 
 For each model (pix2pix on `sample_pairs`, CycleGAN on `sample_unpaired`), each variant and each seed: a fresh learner
 (`pix2pix_learner` / `cyclegan_learner` with `recipe=` and the option), `fit_gan(epochs, epochs_decay)`, then the
