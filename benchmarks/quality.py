@@ -47,10 +47,10 @@ VARIANTS = {'paper': ('paper', {}),
             'r1': ('paper', dict(r1_gamma=1.)),
             'r2': ('paper', dict(r2_gamma=1.)),
             'spectral_norm': ('paper', dict(spectral_norm=True)),
-            'multiscale': ('paper', dict(num_D=2, lambda_feat=10.)),
-            'multiscale+r2': ('paper', dict(num_D=2, lambda_feat=10., r2_gamma=1.)),
-            'multiscale+sn+r2': ('paper', dict(num_D=2, lambda_feat=10., spectral_norm=True, r2_gamma=1.)),
-            'modern': ('modern', {})}
+            'multiscale': ('paper', dict(num_D=2, lambda_feat=10.))}
+_opts = lambda *vs: ('paper', {k: v for n in vs for k, v in VARIANTS[n][1].items()})   # options of several variants together
+VARIANTS.update({'multiscale+r2': _opts('multiscale', 'r2'), 'multiscale+sn+r2': _opts('multiscale', 'spectral_norm', 'r2'),
+                 'modern': ('modern', {})})
 
 def pix2pix_run(a, data, recipe, opts):
     dls = Pix2pixDataLoaders.from_folder(data, load_size=a.load_size, crop_size=a.size, bs=a.bs, num_workers=0)
