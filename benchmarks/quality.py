@@ -51,6 +51,7 @@ VARIANTS = {'paper': ('paper', {}),
 _opts = lambda *vs: ('paper', {k: v for n in vs for k, v in VARIANTS[n][1].items()})   # options of several variants together
 VARIANTS.update({'multiscale+r2': _opts('multiscale', 'r2'), 'multiscale+sn+r2': _opts('multiscale', 'spectral_norm', 'r2'),
                  'modern': ('modern', {})})
+VARIANTS.update({'modern+sn': ('modern', _opts('spectral_norm')[1]), 'modern+ms+sn': ('modern', _opts('multiscale', 'spectral_norm')[1])})
 
 def pix2pix_run(a, data, recipe, opts):
     dls = Pix2pixDataLoaders.from_folder(data, load_size=a.load_size, crop_size=a.size, bs=a.bs, num_workers=0)

@@ -186,6 +186,11 @@ def _parser():
                      f"statistics) or 'eval' (default {_by_model('test_mode')})")
     p2p.add_argument('--channels-last', action='store_true', default=None, help='G, D and batches in channels_last memory format')
     p2p.add_argument('--compile', action='store_true', default=None, help="torch.compile G's and D's forward (a slow first epoch)")
+    p2p.add_argument('--perceptual', choices=('vgg', 'lpips'), help="a perceptual term in G's loss: pix2pixHD's VGG19 term or LPIPS "
+                     "(AlexNet), from local weights, never downloaded (default: none)")
+    p2p.add_argument('--lambda-perceptual', type=float, help=f"its weight (default {_by_model('lambda_perceptual', '{:g}'.format)})")
+    p2p.add_argument('--perceptual-weights', metavar='PATH', help="vgg: torchvision's vgg19-dcbb9e9d.pth (default: torchvision's "
+                     "cache); lpips: the folder of its two files (default: as for --lpips-weights)")
     t.add_argument('--n-samples', type=int, default=_defaults['train'].n_samples, help='validation examples in the per-epoch grid')
     t.add_argument('--seed', type=int, default=None, help='seed of every random generator (default: none, a different run each time)')
     w = t.add_argument_group('watching and keeping', 'logs of the run, validation, the best epoch')

@@ -21,7 +21,8 @@ from .guard import NonFiniteError, norm_stats
 from .internals import predicting
 from .test_time import paper_test_mode, to_multiple, from_multiple, check_image_range
 from .learner import gan_learner, trainer_options
-from .stabilizers import with_recipe
+from .stabilizers import with_recipe, perceptual_loss
+from .steps import learner_device
 from .distributed import unwrap
 from .data import domain_channels
 
@@ -73,13 +74,17 @@ class Pix2pixTrainer(PairedTrainer):
                  lambda_l1:float=100.,     # weight of the L1 term in G's loss
                  n_critic:int=1,           # D updates per G update
                  gp_weight:float=10.,      # gradient-penalty weight ('wgangp')
+                 perceptual=None,          # G's perceptual term of (fake, B): 'vgg', 'lpips' (local weights) or a module (see `stabilizers`)
+                 lambda_perceptual:float=10., # weight of the perceptual term
                  **kwargs):                # the options of `AdversarialTrainer` (optimizer, precision, clipping, export, ...)
         super().__init__(**kwargs)
-        store_attr('gan_mode,lambda_l1,n_critic,gp_weight')
+        store_attr('gan_mode,lambda_l1,n_critic,gp_weight,lambda_perceptual')
         ms = self.stabilizers
         if gan_mode == 'wgangp' and ms.multiscale: raise ValueError("gan_mode='wgangp' penalises one prediction per image: leave num_D=1 and lambda_feat=0")
         self.discriminator, self.gan_loss = discriminator, ms.gan_loss(gan_mode)
         if ms.lambda_feat: self.g_cols = self.g_cols + ('g_gan_feat',)   # pix2pixHD's name for the term
+        self.perceptual = perceptual_loss(perceptual)
+        if self.perceptual is not None: self.g_cols = self.g_cols + ('g_perceptual',)
 
     def make_discriminator(self, name, in_ch):
         return self.stabilizers.discriminator(in_ch, 'batch') if self.stabilizers.multiscale else PatchDiscriminator(in_ch=in_ch)
@@ -88,8 +93,9 @@ class Pix2pixTrainer(PairedTrainer):
         return self.setup_discriminators({'discriminator': in_ch})['discriminator']
 
     def on_train_begin(self, **kwargs):
-        "The paired set-up (see `PairedTrainer`); several D updates per batch do not accumulate"
+        "The paired set-up (see `PairedTrainer`), the perceptual network on the device; several D updates per batch do not accumulate"
         super().on_train_begin(**kwargs)
+        if self.perceptual is not None: self.perceptual.to(learner_device(self.learn)).eval()
         if self.n_critic > 1 and self.accumulation.active:
             raise ValueError(f"Pix2pixTrainer cannot accumulate gradients (fastai's GradientAccumulation) over n_critic={self.n_critic} "
                              "discriminator updates per batch: use n_critic=1 or remove GradientAccumulation")
@@ -123,8 +129,14 @@ class Pix2pixTrainer(PairedTrainer):
             pred_fake = D(x_fake)
             g_terms = (self.gan_loss(pred_fake, True, for_discriminator=False), self.lambda_l1 * F.l1_loss(fake.float(), B.float()))
             if fm: g_terms += (self.stabilizers.feature_matching(D, pred_fake, x_real),)
-        bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # g_gan + g_l1 (+ g_gan_feat); skipped: a flag on the device
+            if self.perceptual is not None: g_terms += (self.lambda_perceptual * self.perceptual(fake, B).float().mean(),)
+        bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # g_gan + g_l1 (+ g_gan_feat, g_perceptual); skipped: a flag on the device
         self.end_iteration(bad, (*g_terms, d_real, d_fake), epoch, num_batch, d_stats)
+
+    def __getstate__(self):
+        state = super().__getstate__()
+        if not self.export_discriminator: state['perceptual'] = None   # frozen weights no translation needs
+        return state
 
 # %% ../nbs/02_pix2pix.ipynb #2fce5a90
 def unet_depth(size:int, max_downs:int=8):

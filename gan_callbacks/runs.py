@@ -29,7 +29,7 @@ from .labels import label_inputs
 from .loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest, EarlyStop
 from .swd_metric import SWD
 from .ema import find_ema
-from .stabilizers import recipes
+from .stabilizers import recipes, perceptual_loss
 from .distributed import setup_process
 from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes
 _all_ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']   # at home in `interrupts`
@@ -90,7 +90,8 @@ class TrainRun:
         if metric not in self.monitors: raise CLIError(f"--keep-best {metric} is not a validation column of --model {self.name} "
                                                        f"(it has: {', '.join(self.monitors) or 'none'})")
         return self.monitors[metric]
-    def options(self): return {k: getattr(self, k) for k in inspect.signature(type(self)).parameters}
+    def options(self):   # as the model folder's JSON keeps them: paths as strings
+        return {k: str(v) if isinstance(v := getattr(self, k), Path) else v for k in inspect.signature(type(self)).parameters}
 
 def _wandb_logger(out, model, n_samples, config):
     "A `WandbGAN` logging to a new W&B run of project 'gan_callbacks' kept in `out` (`WANDB_MODE=offline`: on disk only)"
@@ -167,9 +168,11 @@ class Pix2pixRun(TrainRun):
     name, multiple, why = 'pix2pix', 32, 'the U-Net halves it at least 5 times'
     def __init__(self, gan_mode=_p2p.gan_mode, lambda_l1=_p2p.lambda_l1, direction=_data.direction, layout=_data.layout,
                  test_mode=reference_test_mode, # G at test time as the paper and the reference's test.py run it
-                 channels_last=_p2p.channels_last, compile=_p2p.compile, num_d=_p2p.num_D, lambda_feat=_p2p.lambda_feat): store_attr()
+                 channels_last=_p2p.channels_last, compile=_p2p.compile, num_d=_p2p.num_D, lambda_feat=_p2p.lambda_feat,
+                 perceptual=_p2p.perceptual, lambda_perceptual=_p2p.lambda_perceptual,
+                 perceptual_weights=None): store_attr()   # VGG19's file or LPIPS's folder (see `perceptual_loss`)
     monitors = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
-    def weights(self): return {'--lambda-l1': self.lambda_l1, '--lambda-feat': self.lambda_feat}
+    def weights(self): return {'--lambda-l1': self.lambda_l1, '--lambda-feat': self.lambda_feat, '--lambda-perceptual': self.lambda_perceptual}
     def sample(self): return sample_pairs()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
@@ -183,7 +186,9 @@ class Pix2pixRun(TrainRun):
         return pix2pix_learner(dls, generator=G, gan_mode=self.gan_mode, lambda_l1=self.lambda_l1, num_D=self.num_d, lambda_feat=self.lambda_feat,
                                path=out, model_dir='checkpoints',
                                metrics=[PSNR(), SSIM(), *self.swd_metrics()], recipe=self.recipe,
-                               trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile, **self.stabilizers))
+                               trainer_kwargs=dict(test_mode=self.test_mode, channels_last=self.channels_last, compile=self.compile,
+                                                   perceptual=perceptual_loss(self.perceptual, self.perceptual_weights),
+                                                   lambda_perceptual=self.lambda_perceptual, **self.stabilizers))
 
     def callbacks(self, out, n_samples): return [SampleGrid(out, n=n_samples)]
     def describe(self, data, dls, crop_size, precision):

@@ -13,10 +13,12 @@ from .ema import GeneratorEMA
 import torch
 from .losses import GANLoss
 from .hd_models import MultiscaleDiscriminator
-from .hd_losses import MultiscaleGANLoss, FeatureMatchingLoss
+from torch import nn
+from .hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGGLoss, VGG19Features, vgg19_file
+from .lpips_metric import LPIPS
 
 # %% auto #0
-__all__ = ['ema_defaults', 'recipes', 'Stabilizers', 'with_recipe']
+__all__ = ['ema_defaults', 'recipes', 'Stabilizers', 'perceptual_loss', 'with_recipe']
 
 # %% ../nbs/09_stabilizers.ipynb #e22285a9
 class Stabilizers:
@@ -99,6 +101,15 @@ class Stabilizers:
     def load_state_dict(self, sd):
         "The lazy schedule's position, if `sd` has one"
         if self.lazy is not None and 'lazy_reg' in sd: self.lazy.load_state_dict(sd['lazy_reg'])
+
+# %% ../nbs/09_stabilizers.ipynb #5c8c5123
+def perceptual_loss(perceptual=None, weights=None):
+    ("G's perceptual term of `(fake, real)`: a module as it is; 'vgg' pix2pixHD's `VGGLoss` on VGG19's file (`weights`, else torchvision's "
+     "cache); 'lpips' `LPIPS` (AlexNet) from its files (`weights`: their folder, see `lpips_weights_dir`); `None` none. Never downloaded")
+    if perceptual is None or isinstance(perceptual, nn.Module): return perceptual
+    if perceptual == 'vgg': return VGGLoss(VGG19Features.from_file(weights or vgg19_file()))
+    if perceptual == 'lpips': return LPIPS.from_files('alex', weights=weights)
+    raise ValueError(f"perceptual must be 'vgg', 'lpips', a module or None, got {perceptual!r}")
 
 # %% ../nbs/09_stabilizers.ipynb #7d546c48
 ema_defaults = dict(ema_kimg=10., ema_rampup=0.05)   # StyleGAN2-ADA's half-life and ramp-up

@@ -155,6 +155,45 @@ def test_pix2pix_with_every_option_resumes_bitwise(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(resumed.generator_ema.averages, ref.generator_ema.averages))
     assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
 
+
+# --- the generator's perceptual term
+
+class MeanAbs(torch.nn.Module):
+    "pix2pix's L1 as a perceptual term"
+    def forward(self, fake, real): return (fake.float() - real.float()).abs().mean()
+
+def test_perceptual_term_adds_to_g_s_loss_with_its_weight():
+    "L1 as the perceptual term, weight 50, beside lambda_l1=100 trains as lambda_l1=150 does; its column is half of g_l1's"
+    ps = lambda m: {k: v.detach().clone() for k, v in m.named_parameters()}
+    init = ps(p2p().model)
+    learn = p2p(lambda_l1=100., perceptual=MeanAbs(), lambda_perceptual=50.)
+    quiet_fit(learn)
+    ref, off = p2p(lambda_l1=150.), p2p(lambda_l1=100.)
+    quiet_fit(ref); quiet_fit(off)
+    got, want, other = ps(learn.model), ps(ref.model), ps(off.model)
+    diff = lambda a: max((a[k] - want[k]).abs().max().item() for k in want)
+    assert diff(got) < 1e-3 * diff(init) and diff(got) < 1e-2 * diff(other)   # as lambda_l1=150, far from lambda_l1=100
+    t = learn.pix2pix_trainer
+    assert t.cols == ('g_gan', 'g_l1', 'g_perceptual', 'd_real', 'd_fake') and 'g_perceptual' in learn.recorder.metric_names
+    h = torch.tensor([list(r) for r in t.hist])
+    torch.testing.assert_close(h[:, 2], h[:, 1] / 2)
+
+def test_lpips_term_resumes_bitwise_and_is_left_out_of_the_export(tmp_path):
+    from gan_callbacks.lpips_metric import LPIPS
+    def lpips(): torch.manual_seed(5); return LPIPS('alex')   # random weights, the same in every run
+    ref = p2p(tmp_path/'ref', perceptual=lpips())
+    run_gan(ref)
+    learn = p2p(tmp_path, perceptual=lpips(), cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)])
+    with pytest.raises(KeyboardInterrupt): run_gan(learn)
+    resumed = p2p(tmp_path, seed=1234, perceptual=lpips(), cbs=GANCheckpoint(resume=True))
+    run_gan(resumed)
+    x, y = sd(resumed.model), sd(ref.model)
+    assert all(torch.equal(x[k], y[k]) for k in x)
+    assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
+    t = ref.pix2pix_trainer
+    assert not any(p.requires_grad for p in t.perceptual.parameters()) and not t.perceptual.training
+    assert t.__getstate__()['perceptual'] is None and t.perceptual is not None   # what `learn.export` pickles
+
 def cyc(path, seed=0, cbs=None, recipe='paper', **kw):
     set_seed(seed)
     torch.manual_seed(1)
