@@ -228,7 +228,7 @@ def _parser():
     t.add_argument('--max-pixels', type=int, default=None, help=pixels)
     s = t.add_argument_group('stabilizers', "beyond the papers' training, for every model; each option given wins over the recipe's")
     s.add_argument('--recipe', choices=tuple(recipes), default=_defaults['train'].recipe, help="paper: the paper's training, unchanged; "
-                   "modern: --ema --diffaugment --r1 1 (see benchmarks/README.md for what each measured)")
+                   "modern: --ema --diffaugment --r1 1 --spectral-norm (see benchmarks/README.md for what each measured)")
     s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
                    "with ramp-up): validation, sample grids and the written generator use it (default: off; on in --recipe modern)")
     s.add_argument('--r1', type=float, metavar='GAMMA', help=f"weight of the lazy R1 penalty at real images "
@@ -239,7 +239,7 @@ def _parser():
     s.add_argument('--diffaugment', nargs='?', const='color,translation,cutout', metavar='POLICY',
                    help="DiffAugment of everything D sees (default policy color,translation,cutout; '' for none)")
     s.add_argument('--spectral-norm', action=argparse.BooleanOptionalAction,
-                   help="spectral norm on the discriminators' convolutions (default: off)")
+                   help="spectral norm on the discriminators' convolutions (default: off; on in --recipe modern)")
     s.add_argument('--num-d', type=int, help="pix2pix, cyclegan, pix2pixhd: discriminators, each at half the scale of the previous; "
                    f"pix2pix and cyclegan take pix2pixHD's when more than 1 (default {_by_model('num_d')})")
     s.add_argument('--lambda-feat', type=float, help="pix2pix, cyclegan, pix2pixhd: weight of the matching of D's features, and for "

@@ -114,7 +114,7 @@ def perceptual_loss(perceptual=None, weights=None):
 # %% ../nbs/09_stabilizers.ipynb #7d546c48
 ema_defaults = dict(ema_kimg=10., ema_rampup=0.05)   # StyleGAN2-ADA's half-life and ramp-up
 recipes = {'paper': {},
-           'modern': dict(ema=True, diffaugment='color,translation,cutout', r1_gamma=1.)}
+           'modern': dict(ema=True, diffaugment='color,translation,cutout', r1_gamma=1., spectral_norm=True)}
 
 def with_recipe(recipe:str='paper', trainer_kwargs:dict|None=None, cbs=None):
     "The trainer's options and the callbacks of a learner function under `recipe`, `trainer_kwargs` winning; `ema` becomes a `GeneratorEMA`"
