@@ -93,9 +93,10 @@ def test_validation_metric():
 
 def test_train_with_an_lpips_term_from_local_files(tmp_path, capsys):
     "`train --perceptual lpips` reads the folder's files and logs G's perceptual term; a folder without them stops before any training"
-    import csv
+    import csv, json
     from gan_callbacks.cli import main
     from gan_callbacks.samples import sample_pairs
+    from gan_callbacks.model_folder import config_file
     w = tmp_path/'w'; w.mkdir(); write_files(random_lpips('alex'), w)
     data = sample_pairs(tmp_path/'sample', n_train=8, n_valid=2, size=32)
     args = lambda out, weights: [str(a) for a in ['train', '--data', data, '--out', out, '--epochs', 1, '--epochs-decay', 0, '--bs', 4,
@@ -105,8 +106,7 @@ def test_train_with_an_lpips_term_from_local_files(tmp_path, capsys):
         warnings.simplefilter('ignore'); main(args(tmp_path/'run', w))   # random weights: not torchvision's SHA-256
     rows = list(csv.DictReader(open(tmp_path/'run'/'history.csv')))
     assert len(rows) == 1 and float(rows[0]['g_perceptual']) > 0
-    from gan_callbacks.model_folder import config_file
-    import json; training = json.loads((tmp_path/'run'/'generator'/config_file).read_text())['training']
+    training = json.loads((tmp_path/'run'/'generator'/config_file).read_text())['training']
     assert training['perceptual'] == 'lpips' and training['perceptual_weights'] == str(w)
     with pytest.raises(SystemExit): main(args(tmp_path/'none', tmp_path/'empty'))
     assert "LPIPS needs torchvision's alexnet-owt-7be5be79.pth" in capsys.readouterr().err
