@@ -48,10 +48,9 @@ VARIANTS = {'paper': ('paper', {}),
             'r2': ('paper', dict(r2_gamma=1.)),
             'spectral_norm': ('paper', dict(spectral_norm=True)),
             'multiscale': ('paper', dict(num_D=2, lambda_feat=10.))}
-_opts = lambda *vs: ('paper', {k: v for n in vs for k, v in VARIANTS[n][1].items()})   # options of several variants together
+_opts = lambda *vs, recipe='paper': (recipe, {k: v for n in vs for k, v in VARIANTS[n][1].items()})   # several variants' options together
 VARIANTS.update({'multiscale+r2': _opts('multiscale', 'r2'), 'multiscale+sn+r2': _opts('multiscale', 'spectral_norm', 'r2'),
-                 'modern': ('modern', {})})
-VARIANTS.update({'modern+sn': ('modern', _opts('spectral_norm')[1]), 'modern+ms+sn': ('modern', _opts('multiscale', 'spectral_norm')[1])})
+                 'modern': ('modern', {}), 'modern+ms+sn': _opts('multiscale', 'spectral_norm', recipe='modern')})
 
 def pix2pix_run(a, data, recipe, opts):
     dls = Pix2pixDataLoaders.from_folder(data, load_size=a.load_size, crop_size=a.size, bs=a.bs, num_workers=0)
