@@ -19,6 +19,7 @@ from .pix2pix import PairedTrainer
 from .guard import norm_stats
 from .steps import learner_device
 from .learner import gan_learner, trainer_options
+from .stabilizers import with_recipe
 from .distributed import unwrap
 
 # %% auto #0
@@ -80,23 +81,24 @@ class Pix2pixHDTrainer(PairedTrainer):
         "The pix2pixHD iteration: D's predictions of the (pooled) fake, the real and the fake; G's step, then D's"
         self.leave_forward()
         if not train: return
-        A, B, fake = last_input, last_target, last_output
+        A, B, fake, n = last_input, last_target, last_output, last_input.shape[1]
         D = self.setup_discriminators({'discriminator': A.shape[1] + B.shape[1]})['discriminator']
         d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
         with self.autocast():
             self.d_requires_grad(True)
-            pred_fake_pool = D(self.pool.query(torch.cat([A, fake.detach()], 1)))
-            pred_real = D(torch.cat([A, B], 1))
+            pred_fake_pool = D(self.d_input(self.pool.query(torch.cat([A, fake.detach()], 1)), n))
+            x_real, x_fake = self.d_inputs_alike([torch.cat([A, B], 1), torch.cat([A, fake], 1)], n)   # (with DiffAugment) one draw for both
+            pred_real = D(x_real)
             d_fake, d_real = self.gan_loss(pred_fake_pool, False), self.gan_loss(pred_real, True)
             self.d_requires_grad(False)
-            pred_fake = D(torch.cat([A, fake], 1))
+            pred_fake = D(x_fake)
             losses = [self.gan_loss(pred_fake, True, for_discriminator=False)]
             if self.feat_match: losses.append(self.feat_loss(pred_fake, pred_real))
             if self.vgg_loss is not None: losses.append(self.vgg_loss(fake, B) * self.lambda_feat)
         bad = self.step_g(sum(losses))
         self.d_requires_grad(True)
         self.d_zero_grad()   # (at a sum's first batch only, with fastai's GradientAccumulation)
-        bad = self.step_d(0.5 * (d_fake + d_real)) | bad   # skipped: a flag on the device
+        bad = self.step_d(0.5 * (d_fake + d_real)) | bad | self.d_regularize((D, B, fake.detach(), A))   # skipped: a flag on the device
         self.end_iteration(bad, (*losses, d_real, d_fake), epoch, num_batch, d_stats)
 
     def on_train_end(self, **kwargs):
@@ -123,8 +125,8 @@ hd_generators = {'global': GlobalGenerator, 'local': LocalEnhancer}   # the refe
 
 def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None,
                       netG:str='global',   # the generator built when none is given: 'global' or 'local' (`hd_generators`)
-                      opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, **kwargs):
-    "A `Learner` with pix2pixHD's defaults: a `GlobalGenerator` for the data, `Pix2pixHDTrainer`, Adam(0.5, 0.999)"
+                      opt_func=pix2pix_adam, loss_func=None, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
+    "A `Learner` with pix2pixHD's defaults: a `GlobalGenerator` for the data, `Pix2pixHDTrainer`, Adam(0.5, 0.999); `recipe` (see `stabilizers`)"
     # `kwargs` naming options of the generator (`ngf`, `n_downsampling`, `n_blocks`, `n_local_enhancers`, `n_blocks_local`, `norm`)
     # build it, at its class's defaults unless given; those of `Pix2pixHDTrainer` go to the trainer (`norm` to both, as the reference's
     # `--norm`); the rest to the `Learner`
@@ -136,6 +138,7 @@ def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Modul
     sizes = sorted(set(g_kwargs) - {'norm'})
     if generator is None: generator = hd_generators[netG](getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), **g_kwargs)
     elif sizes: raise ValueError(f"{', '.join(sizes)} build the generator when none is given: pass them to its class")
+    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
     trainer = Pix2pixHDTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 

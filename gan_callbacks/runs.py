@@ -359,7 +359,8 @@ class Pix2pixHDRun(TrainRun):
         kw = dict(gan_mode=self.gan_mode, lambda_feat=self.lambda_feat, feat_match=self.feat_match, vgg=vgg, pool_size=self.pool_size,
                   niter_fix_global=self.niter_fix_global, num_D=self.num_d, n_layers_D=self.n_layers_d, ndf=self.ndf)
         self.size = (h, load_size)
-        return pix2pixhd_learner(dls, G, path=out, model_dir='checkpoints', trainer_kwargs=kw)
+        return pix2pixhd_learner(dls, G, path=out, model_dir='checkpoints', metrics=self.swd_metrics(), recipe=self.recipe,
+                                 trainer_kwargs={**kw, **self.stabilizers})
 
     def callbacks(self, out, n_samples): return [LabelGrid(out, n=n_samples, label_nc=self.label_nc) if self.label_nc else SampleGrid(out, n=n_samples)]
     def describe(self, data, dls, crop_size, precision):

@@ -11,6 +11,8 @@ from gan_callbacks.checkpoint import GANCheckpoint
 from gan_callbacks.ema import GeneratorEMA
 from gan_callbacks.regularize import r1_penalty, lazy_ratio
 from gan_callbacks.swd_metric import SWD
+from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.pix2pixhd import pix2pixhd_learner
 from helpers import Interrupt, RandFlip, Unpaired, unpaired_resume_dls, run_gan
 
 ALL = dict(diffaugment='color,translation,cutout', r1_gamma=1., r2_gamma=0.5, reg_interval=2, spectral_norm=True)
@@ -40,9 +42,10 @@ def sd(m): return {k: v.detach().clone() for k, v in m.state_dict().items()}
 class SeenByD(Callback):
     "Records every input of the trainer's discriminator in training"
     order = -10
+    def __init__(self, trainer='pix2pix_trainer'): self.trainer = trainer
     def before_fit(self):
         self.seen = []
-        D = self.learn.pix2pix_trainer.discriminator
+        D = getattr(self.learn, self.trainer).discriminator
         D.register_forward_pre_hook(lambda m, args: self.seen.append(args[0].detach().clone()) if self.training else None)
 
 def test_pix2pix_diffaugment_shares_spatial_draws_between_condition_and_image():
@@ -235,6 +238,57 @@ def test_recipe_paper_is_the_learner_without_options():
     with pytest.raises(ValueError, match="recipe must be one of 'paper', 'modern'"): pix2pix_learner(paired_dls(), recipe='2024')
 
 
+# --- pix2pixHD: the same options through the same parts
+
+def hd(path='.', seed=0, cbs=None, dls=None, recipe='paper', **trainer_kw):
+    "Tiny pix2pixHD on image pairs (two D scales with feature matching, no VGG, a pool of 2) under `seed`"
+    set_seed(seed)
+    G = GlobalGenerator(3, 3, ngf=4, n_downsampling=2, n_blocks=1)
+    D = MultiscaleDiscriminator(6, ndf=4, n_layers=2, num_D=2, get_interm_feat=True)
+    return pix2pixhd_learner(dls or paired_dls(), G, D, cbs=cbs, path=path, recipe=recipe,
+                             trainer_kwargs=dict(vgg=False, pool_size=2) | trainer_kw)
+
+def test_pix2pixhd_d_sees_augmented_pairs_real_and_fake_with_one_draw():
+    learn = hd(dls=paired_dls(same=True, flip=False), cbs=SeenByD('pix2pixhd_trainer'), diffaugment='translation,cutout', pool_size=0)
+    quiet_fit(learn)
+    seen = learn.seen_by_d.seen
+    assert len(seen) == 3 * 4   # D's (pooled) fake, D's real, G's fake, in each of 4 iterations
+    pooled, real, fake = seen[0::3], seen[1::3], seen[2::3]
+    for r, f in zip(real, fake):
+        assert torch.equal(r[:, :3], r[:, 3:])   # B == A: one shift and hole for condition and image
+        assert torch.equal(r[:, :3], f[:, :3])   # feature matching compares real and fake at the same draws
+        assert (r == 0).all(1).flatten(1).any(1).all()   # cutout's holes
+    assert not all(torch.equal(p[:, :3], r[:, :3]) for p, r in zip(pooled, real))   # D's fake has draws of its own
+
+def test_pix2pixhd_lazy_r1_steps_at_the_reals_and_adjusts_d_s_adam():
+    learn = hd(cbs=SeenByD('pix2pixhd_trainer'), r1_gamma=1., reg_interval=2, pool_size=0)
+    quiet_fit(learn)   # 4 iterations: the penalty's D step in the first and the third
+    seen, t = learn.seen_by_d.seen, learn.pix2pixhd_trainer
+    assert len(seen) == 3 * 4 + 2
+    assert torch.equal(seen[3], seen[1]) and torch.equal(seen[10], seen[8])   # R1 at the real pair: 4 + 3 inputs before the third iteration's
+    assert t.state_dict()['lazy_reg'] == {'interval': 2, 'n_steps': 4}
+    assert abs(t.d_opt.hypers[0]['sqr_mom'] - 0.999 ** lazy_ratio(2)) < 1e-12
+
+def test_pix2pixhd_modern_recipe_resumes_bitwise(tmp_path):
+    ref = hd(tmp_path/'ref', recipe='modern', reg_interval=2)
+    t0 = ref.pix2pixhd_trainer
+    assert isinstance(ref.generator_ema, GeneratorEMA) and t0.stabilizers.diffaugment and t0.spectral_norm
+    run_gan(ref)
+    learn = hd(tmp_path, recipe='modern', reg_interval=2, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)])
+    with pytest.raises(KeyboardInterrupt): run_gan(learn)
+    resumed = hd(tmp_path, seed=99, recipe='modern', reg_interval=2, cbs=GANCheckpoint(resume=True))
+    run_gan(resumed)
+    t = resumed.pix2pixhd_trainer
+    for a, b in ((resumed.model, ref.model), (t.discriminator, t0.discriminator)):
+        x, y = sd(a), sd(b)
+        assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x)
+    assert str(t.d_opt.state_dict()) == str(t0.d_opt.state_dict()) and str(resumed.opt.state_dict()) == str(ref.opt.state_dict())
+    assert all(torch.equal(a, b) for a, b in zip(resumed.generator_ema.averages, ref.generator_ema.averages))
+    assert all(torch.equal(a, b) for a, b in zip(t.pool.images, t0.pool.images)) and len(t.pool) == 2
+    assert t.state_dict()['lazy_reg'] == t0.state_dict()['lazy_reg'] == {'interval': 2, 'n_steps': 12}
+    assert [list(v) for v in resumed.recorder.values] == [list(v) for v in ref.recorder.values]
+
+
 # --- the command line
 
 def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path):
@@ -256,6 +310,25 @@ def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path)
     assert all(torch.equal(p, e) for p, e in zip(learn.model.parameters(), ema.averages))   # the written generator is the average
     assert (out/'best_generator.pkl').exists()
 
+
+def test_train_pix2pixhd_takes_the_recipe_and_an_swd_column(tmp_path):
+    import json, csv
+    from fastai.learner import load_learner
+    from gan_callbacks.cli import main
+    from gan_callbacks.labels import sample_labels
+    data = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=8)
+    out = tmp_path/'run'
+    main([str(a) for a in ['train', '--model', 'pix2pixhd', '--data', data, '--out', out, '--label-nc', 8, '--epochs', 1, '--epochs-decay', 1,
+                           '--bs', 2, '--load-size', 32, '--ngf', 4, '--n-downsampling', 2, '--n-blocks', 1, '--ndf', 4, '--vgg', 'off',
+                           '--n-samples', 2, '--recipe', 'modern', '--reg-interval', 2, '--swd']])
+    rows = list(csv.DictReader(open(out/'history.csv')))
+    assert len(rows) == 2 and all(float(r['swd']) > 0 for r in rows)
+    learn = load_learner(out/'generator.pkl', cpu=True)
+    t, ema = learn.pix2pixhd_trainer, next(cb for cb in learn.cbs if isinstance(cb, GeneratorEMA))
+    assert t.stabilizers.diffaugment and t.stabilizers.reg_interval == 2 and t.spectral_norm
+    assert all(torch.equal(p, e) for p, e in zip(learn.model.parameters(), ema.averages))   # the written generator is the average
+    training = json.loads((out/'generator'/'config.json').read_text())['training']
+    assert training['recipe'] == 'modern' and training['reg_interval'] == 2
 
 def test_keep_best_keeps_the_average_and_resumes_as_uninterrupted(tmp_path):
     "With a moving average, the best weights are the average's, also when the best epoch is the checkpoint's own"
