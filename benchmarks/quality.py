@@ -1,15 +1,18 @@
 """Image quality of the paper recipe, each stabilizer alone, a few combinations, and the modern recipe, on the built-in samples.
 
-For each model (pix2pix on `sample_pairs`, CycleGAN on `sample_unpaired`), each variant and each seed: a fresh learner
-(`pix2pix_learner` / `cyclegan_learner` with `recipe=` and the option), `fit_gan(epochs, epochs_decay)`, then the
-validation scores of the weights a run keeps (the moving average when there is one):
+For each model (pix2pix on `sample_pairs`, CycleGAN on `sample_unpaired`, pix2pixHD on `sample_labels`), each variant
+and each seed: a fresh learner (`pix2pix_learner` / `cyclegan_learner` / `pix2pixhd_learner` with `recipe=` and the
+option), `fit_gan(epochs, epochs_decay)` (pix2pixHD: `fit_pix2pixhd`), then the validation scores of the weights a run
+keeps (the moving average when there is one):
 
-- pix2pix: L1, PSNR, SSIM of G(A) against B on the validation pairs, and SWD between the B images and the G(A) images;
+- pix2pix and pix2pixHD: L1, PSNR, SSIM of G(A) against B on the validation pairs, and SWD between the B images and the
+  G(A) images;
 - CycleGAN: SWD between the testB images and G_A(testA), and L1, PSNR, SSIM of G_A(testA) against testA_true (the
   sample's true B images of testA).
 
 With `--pictures DIR` it also writes, per model, `DIR/quality_<model>.png`: the first `--n-pictures` validation crops
-of the first seed, rows input | paper | modern | target (CycleGAN: testA | paper | modern | true B).
+of the first seed, rows input | paper | modern | target (CycleGAN: testA | paper | modern | true B; pix2pixHD: the
+label maps in colour).
 
 It prints mean +- sd over seeds, the wall time, the seconds per iteration as a ratio to the paper recipe (median over
 seeds; a shared machine makes these noisy), and the runs that diverged (a non-finite stop, skipped iterations or
@@ -31,6 +34,9 @@ from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
 from gan_callbacks.models import UnetGenerator, ResnetGenerator
 from gan_callbacks.pix2pix import pix2pix_learner, unet_depth
 from gan_callbacks.cyclegan import cyclegan_learner
+from gan_callbacks.labels import LabelDataLoaders, sample_labels, colour_labels
+from gan_callbacks.hd_models import GlobalGenerator
+from gan_callbacks.pix2pixhd import pix2pixhd_learner
 from gan_callbacks.runs import true_pairs
 from gan_callbacks.inference import translate_batch
 from gan_callbacks.metrics import psnr, ssim
@@ -62,17 +68,26 @@ def cyclegan_run(a, data, recipe, opts):
     gs = [ResnetGenerator(3, 3, ngf=a.ngf, n_blocks=a.n_blocks) for _ in range(2)]
     return cyclegan_learner(dls, *gs, lambda_idt=0., recipe=recipe, trainer_kwargs=opts)
 
+def pix2pixhd_run(a, data, recipe, opts):
+    dls = LabelDataLoaders.from_folder(data, label_nc=LABEL_NC, load_size=a.size, bs=a.bs, num_workers=0)
+    G = GlobalGenerator(dls.in_ch, dls.out_ch, ngf=a.ngf, n_downsampling=3, n_blocks=a.n_blocks)
+    return pix2pixhd_learner(dls, G, recipe=recipe, trainer_kwargs=dict(gan_mode=a.gan_mode, vgg=False, **opts))   # no VGG file here
+
+LABEL_NC = 8   # the label-map sample's classes
+runs = {'pix2pix': pix2pix_run, 'cyclegan': cyclegan_run, 'pix2pixhd': pix2pixhd_run}
+fits = {'pix2pixhd': 'fit_pix2pixhd'}   # the others: `fit_gan`
+
 @torch.no_grad()
 def scores(learn, model, data, a):
     "Validation scores of the weights the run keeps"
     with averaged(learn):
-        if model == 'pix2pix':
+        if model in ('pix2pix', 'pix2pixhd'):
             xs, ys = zip(*[(x, y) for x, y in learn.dls.valid])
             x, y = torch.cat(xs), torch.cat(ys)
             learn.model.eval()
             out = torch.cat([learn.model(b) for b in x.split(a.bs)]).float()
             learn.model.train()
-            inp, real, fake, truth = x, y, out, y
+            inp, real, fake, truth = (colour_labels(x, LABEL_NC) if model == 'pix2pixhd' else x), y, out, y
         else:
             A, true_B = true_pairs(data, a.size)
             fake = translate_batch(learn, A).float().cpu()
@@ -88,11 +103,11 @@ def scores(learn, model, data, a):
 def one(a, model, data, variant, seed):
     recipe, opts = VARIANTS[variant]
     set_seed(seed)
-    learn = (pix2pix_run if model == 'pix2pix' else cyclegan_run)(a, data, recipe, opts)
+    learn = runs[model](a, data, recipe, opts)
     if a.bf16: learn.to_bf16()
     t0, stopped = time.perf_counter(), None
     with learn.no_bar(), learn.no_logging():
-        try: learn.fit_gan(a.epochs, a.epochs_decay, lr=a.lr)
+        try: getattr(learn, fits.get(model, 'fit_gan'))(a.epochs, a.epochs_decay, lr=a.lr)
         except NonFiniteError as e: stopped = str(e).split('.')[0]
     secs = time.perf_counter() - t0
     res, finite, images = scores(learn, model, data, a)
@@ -127,7 +142,7 @@ def speed(a, model, data, variants, rounds):
         for v in (variants if r % 2 == 0 else variants[::-1]):
             recipe, opts = VARIANTS[v]
             set_seed(r)
-            learn = (pix2pix_run if model == 'pix2pix' else cyclegan_run)(a, data, recipe, opts)
+            learn = runs[model](a, data, recipe, opts)
             if a.bf16: learn.to_bf16()
             bt = BatchTimes()
             with learn.no_bar(), learn.no_logging(): learn.fit(1, a.lr, cbs=bt)
@@ -155,7 +170,7 @@ def summarize(rows, model, variants):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--models', nargs='+', default=['pix2pix', 'cyclegan'], choices=('pix2pix', 'cyclegan'))
+    p.add_argument('--models', nargs='+', default=['pix2pix', 'cyclegan'], choices=tuple(runs))
     p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=tuple(VARIANTS))
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     p.add_argument('--epochs', type=int, default=8); p.add_argument('--epochs-decay', type=int, default=7)
@@ -180,8 +195,11 @@ def main():
     a.load_size = a.load_size or a.size * 9 // 8
     torch.set_num_threads(a.threads)
     d = Path(a.data_dir)
-    data = {'pix2pix': sample_pairs(d/f'pairs_{a.size}_{a.n_train}', n_train=a.n_train, n_valid=a.n_valid, size=a.load_size),
-            'cyclegan': sample_unpaired(d/f'unpaired_{a.size}_{a.n_train}', n_train=a.n_train, n_test=a.n_valid, size=a.load_size)}
+    samples = {'pix2pix': lambda: sample_pairs(d/f'pairs_{a.size}_{a.n_train}', n_train=a.n_train, n_valid=a.n_valid, size=a.load_size),
+               'cyclegan': lambda: sample_unpaired(d/f'unpaired_{a.size}_{a.n_train}', n_train=a.n_train, n_test=a.n_valid, size=a.load_size),
+               'pix2pixhd': lambda: sample_labels(d/f'labels_{a.size}_{a.n_train}', n_train=a.n_train, n_valid=a.n_valid, size=a.size,
+                                                  label_nc=LABEL_NC)}
+    data = {m: samples[m]() for m in a.models}   # built once, kept in --data-dir
     if a.speed:
         for model in a.models:
             res = speed(a, model, data[model], a.variants, a.speed)

@@ -74,6 +74,9 @@ class VGG19Features(nn.Module):
         self.requires_grad_(False)
 
     def forward(self, x):
+        "The five features of images `x` of 3 channels (of 1: seen as gray RGB)"
+        if x.shape[1] == 1: x = x.expand(-1, 3, -1, -1)
+        elif x.shape[1] != 3: raise ValueError(f"VGG19 takes images of 1 or 3 channels, got {x.shape[1]}")
         res, a = [], 0
         for b in vgg_slices:
             for m in self.features[a:b]: x = m(x)

@@ -201,6 +201,14 @@ def test_vgg_is_torchvision_layout_and_slices(tmp_path):
     torch.testing.assert_close(VGG19Features.from_file(tmp_path/'vgg19.safetensors')(x)[4], ref[4])
     with pytest.raises(FileNotFoundError, match='vgg19-dcbb9e9d.pth'): VGG19Features.from_file(tmp_path/'none.pth')
 
+def test_vgg_sees_gray_as_rgb_and_refuses_other_channels():
+    "Gray images (pix2pix on 1-channel targets with `perceptual='vgg'`) are VGG's input as gray RGB; 2 or 4 channels are refused"
+    vgg, gray = VGG19Features(), torch.randn(2, 1, 32, 32)
+    for u, v in zip(vgg(gray), vgg(gray.repeat(1, 3, 1, 1))): torch.testing.assert_close(u, v)
+    torch.testing.assert_close(VGGLoss(vgg)(gray, -gray), VGGLoss(vgg)(gray.repeat(1, 3, 1, 1), -gray.repeat(1, 3, 1, 1)))
+    for c in (2, 4):
+        with pytest.raises(ValueError, match=f'1 or 3 channels, got {c}'): vgg(torch.randn(1, c, 32, 32))
+
 def test_gan_and_feature_matching_losses():
     "Sum over scales of the last feature's loss; feature matching weights 4/(n_layers+1) x 1/num_D x lambda_feat"
     D = MultiscaleDiscriminator(4, 4, n_layers=2, num_D=3)
