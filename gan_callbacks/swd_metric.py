@@ -88,7 +88,7 @@ class SWDDescriptors:
 
     def feed(self, images):
         "Add the descriptors of `images` (N, C, H, W), all of the size of the first batch fed"
-        x = images.detach().float()
+        x = images.detach().float().as_subclass(torch.Tensor)   # fastai's typed tensors (of images, of label maps) as one kind
         if x.ndim != 4: raise ValueError(f"SWD takes image batches (N, C, H, W), got shape {tuple(x.shape)}")
         if self.resolutions is None:
             self.size, self.resolutions = tuple(x.shape[1:]), swd_resolutions(min(x.shape[-2:]), self.min_size)

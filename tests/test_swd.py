@@ -98,6 +98,9 @@ def test_batches_and_seeds():
     assert swd(real, fake, seed=1) != v
     assert abs(swd(real[:, :, :, :24], fake[:, :, :, :24]) - v) > 0           # not square: levels by the shorter side
     assert list(swd_levels(real[:, :, :, :24], fake[:, :, :, :24])) == [24]
+    from fastai.vision.all import TensorImage
+    from gan_callbacks.labels import TensorLabelInput
+    assert swd(TensorImage(real), TensorLabelInput(fake)) == v   # fastai's typed tensors: a G's output on label maps keeps its input's type
 
 def test_sets_of_different_sizes_and_grey_images():
     real, fake = photos(12, 32), blur(photos(20, 32, seed=1), 1.)

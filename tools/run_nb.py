@@ -9,7 +9,7 @@ without progress bars, warnings or HTML, so the notebooks show their figures on 
 One thread and seeds 0, so that a run on the same kind of CPU gives the same digits. Another CPU rounds differently
 (its kernels block and sum in another order) and a few epochs of GAN training carry that far: each notebook records
 the machine its outputs come from, and on any other `--check` compares its floats within a tolerance."""
-import argparse, base64, io, os, platform, re, sys
+import argparse, base64, io, os, platform, re, subprocess, sys
 os.environ.setdefault('OMP_NUM_THREADS', '1')   # before torch is imported by the notebook
 from pathlib import Path
 from execnb.nbio import read_nb, write_nb
@@ -146,6 +146,10 @@ if __name__ == '__main__':
     p.add_argument('--refresh', action='store_true', help='store again the outputs of the code cells that store some now')
     p.add_argument('--check', action='store_true', help='store nothing: rerun and report stored text outputs that changed')
     a = p.parse_args()
+    if len(a.notebooks) > 1:   # each in a process of its own: a notebook leaves state behind (modules' caches) that changes the next one's run
+        opts = ['--all'] * a.all + (['--cells', *map(str, a.cells)] if a.cells is not None else []) + ['--refresh'] * a.refresh + ['--check'] * a.check
+        failed = [nb for nb in a.notebooks if subprocess.run([sys.executable, __file__, nb, *opts]).returncode]
+        sys.exit(f"{len(failed)} notebook(s) failed: {' '.join(failed)}" if failed else 0)
     if not a.check:
         for nb in a.notebooks: run(nb, a.all, a.cells, a.refresh)
         sys.exit()
