@@ -147,7 +147,7 @@ def pix2pixhd_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
     total = n_epochs + n_epochs_decay
     def _sched(pos):
         epoch = min(int(pos * total + 1e-6), total - 1)
-        return lr * (1 - max(0, epoch - n_epochs) / n_epochs_decay)
+        return lr * (1 - max(0, epoch - n_epochs) / max(n_epochs_decay, 1))   # (without decay epochs never past n_epochs)
     return _sched
 
 @patch

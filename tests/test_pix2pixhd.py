@@ -467,6 +467,13 @@ def test_interrupt_and_resume_under_another_seed_is_bitwise_identical(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(t.pool.images, t0.pool.images)) and len(t.pool) == 2
     assert all(torch.equal(a, b) for a, b in zip(t.hist, t0.hist)) and len(t.hist) == len(t0.hist) == 12
 
+def test_schedule_without_decay_epochs_stays_at_lr():
+    from gan_callbacks.pix2pixhd import pix2pixhd_schedule
+    s = pix2pixhd_schedule(2e-4, 3, 0)   # `--epochs-decay 0`: the reference never lowers the rate
+    assert [s(e / 3) for e in range(3)] + [s(1.)] == [2e-4] * 4
+    s = pix2pixhd_schedule(2e-4, 2, 2)
+    assert [round(s(e / 4) / 2e-4, 6) for e in range(4)] == [1, 1, 1, 0.5]   # n_epochs + 1 at the rate, then 1/n_decay less per epoch
+
 def test_lr_find_and_validation_leave_d_alone(tmp_path):
     G, D = hd_nets(5)
     learn = pix2pixhd_learner(hd_dls(hd_batches(n=2)), G, D, path=tmp_path, trainer_kwargs=dict(vgg=False, pool_size=2))
