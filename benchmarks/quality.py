@@ -85,7 +85,7 @@ def scores(learn, model, data, a):
             xs, ys = zip(*[(x, y) for x, y in learn.dls.valid])
             x, y = torch.cat(xs), torch.cat(ys)
             learn.model.eval()
-            out = torch.cat([learn.model(b) for b in x.split(a.bs)]).float()
+            out = torch.cat([learn.model(b) for b in x.split(a.bs)]).float().as_subclass(torch.Tensor)   # (on label maps: typed as its input)
             learn.model.train()
             inp, real, fake, truth = (colour_labels(x, LABEL_NC) if model == 'pix2pixhd' else x), y, out, y
         else:

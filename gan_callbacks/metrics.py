@@ -30,6 +30,7 @@ def _pair(pred, targ):
     if pred.shape != targ.shape: raise ValueError(f"pred and targ must have the same shape, got {tuple(pred.shape)} and {tuple(targ.shape)}")
     if pred.ndim not in (3, 4): raise ValueError(f"expected images (C, H, W) or batches (N, C, H, W), got shape {tuple(pred.shape)}")
     if pred.ndim == 3: pred, targ = pred[None], targ[None]
+    pred, targ = pred.as_subclass(torch.Tensor), targ.as_subclass(torch.Tensor)   # fastai's typed tensors (label maps' outputs, photos) as one kind
     return pred.to(_dtype(pred)), targ.to(_dtype(pred))
 
 def psnr_per_image(pred, targ, data_range:float=2.):

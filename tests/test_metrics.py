@@ -63,6 +63,13 @@ def test_float32_input_and_single_images():
     assert abs(psnr(p[0].float(), t[0].float()).item() - ps[0]) < 1e-3
     assert abs(ssim(p[0].float(), t[0].float()).item() - ss[0]) < 2e-3
 
+def test_typed_tensors_of_different_kinds():
+    "A G's output on label maps keeps its input's fastai type; it is scored against the photos all the same"
+    from fastai.vision.all import TensorImage
+    from gan_callbacks.labels import TensorLabelInput
+    p, t = random_pairs()[0]
+    assert psnr(TensorLabelInput(p), TensorImage(t)) == psnr(p, t) and ssim(TensorLabelInput(p), TensorImage(t)) == ssim(p, t)
+
 def test_bad_shapes():
     with pytest.raises(ValueError, match='same shape'): psnr(torch.zeros(1, 3, 16, 16), torch.zeros(1, 3, 16, 17))
     with pytest.raises(ValueError, match='at least 11x11'): ssim(torch.zeros(1, 3, 10, 40), torch.zeros(1, 3, 10, 40))
