@@ -68,12 +68,13 @@ def cyclegan_run(a, data, recipe, opts):
     gs = [ResnetGenerator(3, 3, ngf=a.ngf, n_blocks=a.n_blocks) for _ in range(2)]
     return cyclegan_learner(dls, *gs, lambda_idt=0., recipe=recipe, trainer_kwargs=opts)
 
+LABEL_NC = 8   # the label-map sample's classes
+
 def pix2pixhd_run(a, data, recipe, opts):
     dls = LabelDataLoaders.from_folder(data, label_nc=LABEL_NC, load_size=a.size, bs=a.bs, num_workers=0)
     G = GlobalGenerator(dls.in_ch, dls.out_ch, ngf=a.ngf, n_downsampling=3, n_blocks=a.n_blocks)
     return pix2pixhd_learner(dls, G, recipe=recipe, trainer_kwargs=dict(gan_mode=a.gan_mode, vgg=False, **opts))   # no VGG file here
 
-LABEL_NC = 8   # the label-map sample's classes
 runs = {'pix2pix': pix2pix_run, 'cyclegan': cyclegan_run, 'pix2pixhd': pix2pixhd_run}
 fits = {'pix2pixhd': 'fit_pix2pixhd'}   # the others: `fit_gan`
 
@@ -170,7 +171,7 @@ def summarize(rows, model, variants):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.split('\n')[0])
-    p.add_argument('--models', nargs='+', default=['pix2pix', 'cyclegan'], choices=tuple(runs))
+    p.add_argument('--models', nargs='+', default=list(runs), choices=tuple(runs))
     p.add_argument('--variants', nargs='+', default=list(VARIANTS), choices=tuple(VARIANTS))
     p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
     p.add_argument('--epochs', type=int, default=8); p.add_argument('--epochs-decay', type=int, default=7)
