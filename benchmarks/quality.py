@@ -55,7 +55,7 @@ VARIANTS = {'paper': ('paper', {}),
             'spectral_norm': ('paper', dict(spectral_norm=True)),
             'multiscale': ('paper', dict(num_D=2, lambda_feat=10.))}
 _opts = lambda *vs, recipe='paper': (recipe, {k: v for n in vs for k, v in VARIANTS[n][1].items()})   # several variants' options together
-VARIANTS.update({'multiscale+r2': _opts('multiscale', 'r2'), 'multiscale+sn+r2': _opts('multiscale', 'spectral_norm', 'r2'),
+VARIANTS.update({'ema+diffaugment': _opts('ema', 'diffaugment'), 'multiscale+r2': _opts('multiscale', 'r2'), 'multiscale+sn+r2': _opts('multiscale', 'spectral_norm', 'r2'),
                  'modern': ('modern', {}), 'modern+ms+sn': _opts('multiscale', 'spectral_norm', recipe='modern')})
 
 def pix2pix_run(a, data, recipe, opts):

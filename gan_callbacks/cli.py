@@ -228,7 +228,7 @@ def _parser():
     t.add_argument('--max-pixels', type=int, default=None, help=pixels)
     s = t.add_argument_group('stabilizers', "beyond the papers' training, for every model; each option given wins over the recipe's")
     s.add_argument('--recipe', choices=tuple(recipes), default=_defaults['train'].recipe, help="paper: the paper's training, unchanged; "
-                   "modern: --ema --diffaugment --r1 1 --spectral-norm (see benchmarks/README.md for what each measured)")
+                   "modern: --ema --diffaugment --r1 1 --spectral-norm, for pix2pixhd --ema --diffaugment (see benchmarks/README.md for what each measured)")
     s.add_argument('--ema', action=argparse.BooleanOptionalAction, help="moving average of the generator's weights (StyleGAN2-ADA's, "
                    "with ramp-up): validation, sample grids and the written generator use it (default: off; on in --recipe modern)")
     s.add_argument('--r1', type=float, metavar='GAMMA', help=f"weight of the lazy R1 penalty at real images "

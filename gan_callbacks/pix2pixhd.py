@@ -19,11 +19,11 @@ from .pix2pix import PairedTrainer
 from .guard import norm_stats
 from .steps import learner_device
 from .learner import gan_learner, trainer_options
-from .stabilizers import with_recipe
+from .stabilizers import with_recipe, recipes
 from .distributed import unwrap
 
 # %% auto #0
-__all__ = ['hd_generators', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
+__all__ = ['hd_generators', 'hd_recipes', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
 
 # %% ../nbs/05_pix2pixhd.ipynb #2d0bc753
 _no_vgg = ("Pix2pixHDTrainer: no VGG19 weights at {} (torchvision's file, never downloaded here): the VGG perceptual term is off. "
@@ -122,6 +122,8 @@ class Pix2pixHDTrainer(PairedTrainer):
 
 # %% ../nbs/05_pix2pixhd.ipynb #e116147f
 hd_generators = {'global': GlobalGenerator, 'local': LocalEnhancer}   # the reference's `--netG` choices
+# `modern` without R1 and spectral norm: on the label-map sample both raised SWD on every seed (benchmarks/README.md)
+hd_recipes = {**recipes, 'modern': {**recipes['modern'], 'r1_gamma': 0., 'spectral_norm': False}}
 
 def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None,
                       netG:str='global',   # the generator built when none is given: 'global' or 'local' (`hd_generators`)
@@ -138,7 +140,7 @@ def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Modul
     sizes = sorted(set(g_kwargs) - {'norm'})
     if generator is None: generator = hd_generators[netG](getattr(dls, 'in_ch', 3), getattr(dls, 'out_ch', 3), **g_kwargs)
     elif sizes: raise ValueError(f"{', '.join(sizes)} build the generator when none is given: pass them to its class")
-    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
+    trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs, hd_recipes)
     trainer = Pix2pixHDTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
 

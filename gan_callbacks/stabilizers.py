@@ -116,10 +116,10 @@ ema_defaults = dict(ema_kimg=10., ema_rampup=0.05)   # StyleGAN2-ADA's half-life
 recipes = {'paper': {},
            'modern': dict(ema=True, diffaugment='color,translation,cutout', r1_gamma=1., spectral_norm=True)}
 
-def with_recipe(recipe:str='paper', trainer_kwargs:dict|None=None, cbs=None):
-    "The trainer's options and the callbacks of a learner function under `recipe`, `trainer_kwargs` winning; `ema` becomes a `GeneratorEMA`"
-    if recipe not in recipes: raise ValueError(f"recipe must be one of {', '.join(map(repr, recipes))}, got {recipe!r}")
-    kw = {**recipes[recipe], **(trainer_kwargs or {})}
+def with_recipe(recipe:str='paper', trainer_kwargs:dict|None=None, cbs=None, table:dict=recipes):
+    "The trainer's options and the callbacks of a learner function under `recipe` of `table`, `trainer_kwargs` winning; `ema` becomes a `GeneratorEMA`"
+    if recipe not in table: raise ValueError(f"recipe must be one of {', '.join(map(repr, table))}, got {recipe!r}")
+    kw = {**table[recipe], **(trainer_kwargs or {})}
     ema, cbs = kw.pop('ema', None), L(cbs)
     if ema and not any(isinstance(cb, GeneratorEMA) for cb in cbs): cbs += GeneratorEMA(**(ema if isinstance(ema, dict) else ema_defaults))
     return kw, cbs

@@ -269,14 +269,22 @@ def test_pix2pixhd_lazy_r1_steps_at_the_reals_and_adjusts_d_s_adam():
     assert t.state_dict()['lazy_reg'] == {'interval': 2, 'n_steps': 4}
     assert abs(t.d_opt.hypers[0]['sqr_mom'] - 0.999 ** lazy_ratio(2)) < 1e-12
 
-def test_pix2pixhd_modern_recipe_resumes_bitwise(tmp_path):
-    ref = hd(tmp_path/'ref', recipe='modern', reg_interval=2)
+def test_pix2pixhd_modern_recipe_leaves_out_r1_and_spectral_norm():
+    t = hd(recipe='modern').pix2pixhd_trainer   # both raised SWD on every seed of the label-map sample
+    assert t.stabilizers.diffaugment and t.stabilizers.lazy is None and not t.spectral_norm
+    assert any(isinstance(cb, GeneratorEMA) for cb in t.learn.cbs)
+    t = hd(recipe='modern', r1_gamma=0.5, spectral_norm=True).pix2pixhd_trainer   # given, they win
+    assert t.stabilizers.r1_gamma == 0.5 and t.spectral_norm
+
+def test_pix2pixhd_with_every_option_resumes_bitwise(tmp_path):
+    opts = dict(recipe='modern', r1_gamma=1., r2_gamma=0.5, reg_interval=2, spectral_norm=True)
+    ref = hd(tmp_path/'ref', **opts)
     t0 = ref.pix2pixhd_trainer
     assert isinstance(ref.generator_ema, GeneratorEMA) and t0.stabilizers.diffaugment and t0.spectral_norm
     run_gan(ref)
-    learn = hd(tmp_path, recipe='modern', reg_interval=2, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)])
+    learn = hd(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=1, batch=2)], **opts)
     with pytest.raises(KeyboardInterrupt): run_gan(learn)
-    resumed = hd(tmp_path, seed=99, recipe='modern', reg_interval=2, cbs=GANCheckpoint(resume=True))
+    resumed = hd(tmp_path, seed=99, cbs=GANCheckpoint(resume=True), **opts)
     run_gan(resumed)
     t = resumed.pix2pixhd_trainer
     for a, b in ((resumed.model, ref.model), (t.discriminator, t0.discriminator)):
@@ -320,15 +328,16 @@ def test_train_pix2pixhd_takes_the_recipe_and_an_swd_column(tmp_path):
     out = tmp_path/'run'
     main([str(a) for a in ['train', '--model', 'pix2pixhd', '--data', data, '--out', out, '--label-nc', 8, '--epochs', 1, '--epochs-decay', 1,
                            '--bs', 2, '--load-size', 32, '--ngf', 4, '--n-downsampling', 2, '--n-blocks', 1, '--ndf', 4, '--vgg', 'off',
-                           '--n-samples', 2, '--recipe', 'modern', '--reg-interval', 2, '--swd']])
+                           '--n-samples', 2, '--recipe', 'modern', '--r2', 0.5, '--reg-interval', 2, '--swd']])
     rows = list(csv.DictReader(open(out/'history.csv')))
     assert len(rows) == 2 and all(float(r['swd']) > 0 for r in rows)
     learn = load_learner(out/'generator.pkl', cpu=True)
     t, ema = learn.pix2pixhd_trainer, next(cb for cb in learn.cbs if isinstance(cb, GeneratorEMA))
-    assert t.stabilizers.diffaugment and t.stabilizers.reg_interval == 2 and t.spectral_norm
+    assert t.stabilizers.diffaugment and not t.spectral_norm and (t.stabilizers.r1_gamma, t.stabilizers.r2_gamma) == (0, 0.5)
+    assert t.stabilizers.lazy.n_steps == 4   # two epochs of two batches
     assert all(torch.equal(p, e) for p, e in zip(learn.model.parameters(), ema.averages))   # the written generator is the average
     training = json.loads((out/'generator'/'config.json').read_text())['training']
-    assert training['recipe'] == 'modern' and training['reg_interval'] == 2
+    assert training['recipe'] == 'modern' and (training['r2_gamma'], training['reg_interval']) == (0.5, 2)
 
 def test_keep_best_keeps_the_average_and_resumes_as_uninterrupted(tmp_path):
     "With a moving average, the best weights are the average's, also when the best epoch is the checkpoint's own"
