@@ -82,7 +82,7 @@ class Pix2pixHDTrainer(PairedTrainer):
         self.leave_forward()
         if not train: return
         A, B, fake, n = last_input, last_target, last_output, last_input.shape[1]
-        D = self.setup_discriminators({'discriminator': A.shape[1] + B.shape[1]})['discriminator']
+        D = self.setup_discriminators({'discriminator': n + B.shape[1]})['discriminator']
         d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
         with self.autocast():
             self.d_requires_grad(True)

@@ -150,12 +150,8 @@ if __name__ == '__main__':
         opts = ['--all'] * a.all + (['--cells', *map(str, a.cells)] if a.cells is not None else []) + ['--refresh'] * a.refresh + ['--check'] * a.check
         failed = [nb for nb in a.notebooks if subprocess.run([sys.executable, __file__, nb, *opts]).returncode]
         sys.exit(f"{len(failed)} notebook(s) failed: {' '.join(failed)}" if failed else 0)
-    if not a.check:
-        for nb in a.notebooks: run(nb, a.all, a.cells, a.refresh)
-        sys.exit()
-    bad = 0
-    for nb in a.notebooks:
-        for i, was, now in check(nb):
-            bad += 1
-            print(f"{nb}: code cell {i} stored {was!r}\n  a fresh run gives {now!r}")
-    sys.exit(f"{bad} stored outputs differ from a fresh run: rerun `python tools/run_nb.py` on their notebooks" if bad else 0)
+    nb, = a.notebooks
+    if not a.check: sys.exit(run(nb, a.all, a.cells, a.refresh))
+    diffs = check(nb)
+    for i, was, now in diffs: print(f"{nb}: code cell {i} stored {was!r}\n  a fresh run gives {now!r}")
+    sys.exit(f"{len(diffs)} stored outputs differ from a fresh run: rerun `python tools/run_nb.py` on their notebooks" if diffs else 0)
