@@ -82,6 +82,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
                  clip_g:float|None=None,   # max gradient norm for the Learner's model
                  clip_d:float|None=None,   # max gradient norm for the discriminators
                  test_mode:str=default_test_mode, # 'eval' (fastai) or 'paper' (dropout on, batch statistics)
+                 precision:str|None=None,  # 'auto' (by the hardware), 'fp32', 'bf16' or 'fp16' (see `precision`); `None`: the Learner's `to_bf16()`/`to_fp16()`
                  beta:float=0.98,          # smoothing of the reported losses
                  max_nonfinite:int|None=3, # stop after this many non-finite iterations in a row (`None`: never)
                  check_grads:bool=False,   # also skip updates whose gradient norm is not finite (one more pass over them)
@@ -96,9 +97,9 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
                  num_D:int=1,              # discriminators at halved scales (pix2pixHD's multi-scale D, for trainers with `takes_multiscale`)
                  lambda_feat:float=0.):    # weight of pix2pixHD's feature matching in G's loss (0: off)
         if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
-        store_attr(but='diffaugment,r1_gamma,r2_gamma,reg_interval,num_D,lambda_feat')
+        store_attr(but='precision,diffaugment,r1_gamma,r2_gamma,reg_interval,num_D,lambda_feat')
         super().__init__()
-        self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(), LossLog(beta), HeldContexts(), False
+        self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(precision=precision), LossLog(beta), HeldContexts(), False
         self.accumulation, self.fastai_clip = Accumulation(), None   # fastai's `GradientAccumulation` and `GradientClip`, read at each fit
         self.guard = NonFiniteGuard(max_nonfinite, who=type(self).__name__)
         self.stabilizers, self.iteration_skipped = Stabilizers(diffaugment, r1_gamma, r2_gamma, reg_interval, num_D, lambda_feat), None
@@ -117,7 +118,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         "Set up precision, networks, loss columns and counts; snapshot the state for `lr_find`"
         learn = self.learn
         forget_norm_layers()   # modules may have changed since the last fit
-        self.precision.setup(learn, compile=self.compile)
+        self.precision.setup(learn, compile=self.compile, announce=in_fit(learn))
         self.start_discriminators(learner_device(learn))
         speed_up(learn.model, self.channels_last, self.compile)
         ms = self.loss_log.metrics(self.cols)   # the loss columns, in fastai's table
@@ -191,7 +192,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         state['_plists'] = {}
         if not self.export_discriminator:
             for k in (*self.d_names, 'd_opt'): state[k] = None
-            state['precision'] = FitPrecision(self.precision.names)   # without the scalers
+            state['precision'] = FitPrecision(self.precision.names, self.precision.precision)   # without the scalers
         return state
 
     def plot_losses(self, ax=None):

@@ -54,6 +54,14 @@ def test_copy_into():
     assert ts[0].tolist() == [1, 1] and ts[1].tolist() == [2, 2, 2]
 
 
+def test_onednn_bf16_native_is_the_cpus_bf16_flag():
+    "oneDNN's answer agrees with the CPU's own flags where Linux lists them (AVX-512 BF16 or AMX bf16)"
+    try: flags = next(l for l in open('/proc/cpuinfo') if l.startswith('flags')).split()
+    except (OSError, StopIteration): pytest.skip('no /proc/cpuinfo flags on this system')
+    assert isinstance(I.onednn_bf16_native(), bool)
+    assert I.onednn_bf16_native() == bool({'avx512_bf16', 'amx_bf16'} & set(flags))
+
+
 # --- fastai Learner, callbacks, Recorder
 
 class Boom(Callback):
