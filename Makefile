@@ -60,6 +60,7 @@ check-export: install
 	@if diff -r -x __pycache__ .export_check gan_callbacks; then rm -rf .export_check; \
 	else rm -rf .export_check; echo "gan_callbacks/ differs from what nbdev_export makes of nbs/: run nbdev_export and commit"; exit 1; fi
 	$(BIN)/python tools/readme.py --check
+	$(BIN)/python tools/cli_facts.py --check
 
 ## README.md is made from nbs/index.ipynb
 readme: install

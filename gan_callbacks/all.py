@@ -43,6 +43,7 @@ from .show import *
 from .checks import *
 from .runs import *
 from .cli import *
+from .commands import *
 from .metrics import *
 from .inception import *
 from .swd_metric import *
@@ -54,6 +55,6 @@ from .model_folder import *
 from .distributed import *
 from .loggers import *
 from .app import *
-_modules = ('core', 'models', 'losses', 'images', 'samples', 'loader', 'data', 'optim', 'progress', 'steps', 'precision', 'guard', 'loss_log', 'discriminators', 'test_time', 'gan', 'learner', 'pix2pix', 'cyclegan', 'cut', 'hd_models', 'hd_losses', 'labels', 'pix2pixhd', 'augment', 'ema', 'regularize', 'stabilizers', 'checkpoint', 'safety', 'interrupts', 'inference', 'show', 'checks', 'runs', 'cli', 'metrics', 'inception', 'swd_metric', 'lpips_metric', 'evaluation', 'interop', 'state_dicts', 'model_folder', 'distributed', 'loggers', 'app')
-# the names, not the modules: `generator` (a function of `inference`) and `app` (a command of `cli`) are modules' names too
+_modules = ('core', 'models', 'losses', 'images', 'samples', 'loader', 'data', 'optim', 'progress', 'steps', 'precision', 'guard', 'loss_log', 'discriminators', 'test_time', 'gan', 'learner', 'pix2pix', 'cyclegan', 'cut', 'hd_models', 'hd_losses', 'labels', 'pix2pixhd', 'augment', 'ema', 'regularize', 'stabilizers', 'checkpoint', 'safety', 'interrupts', 'inference', 'show', 'checks', 'runs', 'commands', 'cli', 'metrics', 'inception', 'swd_metric', 'lpips_metric', 'evaluation', 'interop', 'state_dicts', 'model_folder', 'distributed', 'loggers', 'app')
+# the names, not the modules: `generator` (a function of `inference`) and `app` (a command of `commands`) are modules' names too
 __all__ = list(dict.fromkeys(n for m in _modules for n in importlib.import_module(f'gan_callbacks.{m}').__all__))

@@ -23,7 +23,7 @@ from .internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accele
 
 # %% auto #0
 __all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'GlooDistributedDL', 'DistributedGAN',
-           'launch', 'setup_process', 'distrib_fit', 'add_launch_args', 'launch_argv', 'relaunch']
+           'launch', 'setup_process', 'distrib_fit', 'launch_argv', 'relaunch']
 
 # %% ../nbs/12_distributed.ipynb #383bcf39
 def is_distributed():
@@ -185,23 +185,7 @@ def distrib_fit(learn, sync_bn:bool=True, timeout:float=600.):
 
 
 # %% ../nbs/12_distributed.ipynb #e32aa5f9
-_launch_opts = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port')
-
-def _count(s):
-    n = int(s)
-    if n < 1: raise argparse.ArgumentTypeError(f"expected a whole number >= 1, got {s}")
-    return n
-
-def add_launch_args(p):
-    "The options of a command that starts its own processes, on the `argparse` parser `p`"
-    g = p.add_argument_group('several processes', 'each process takes --bs images per batch: the global batch is --bs x processes')
-    g.add_argument('--nproc', type=_count, default=1, help='processes on this machine: one per GPU, or CPU processes over gloo')
-    g.add_argument('--nnodes', type=_count, default=1, help='machines taking part (run the same command on each)')
-    g.add_argument('--node-rank', type=int, default=0, help="this machine's rank, 0 .. nnodes-1")
-    g.add_argument('--master-addr', default='127.0.0.1', help='address of the machine with node rank 0')
-    g.add_argument('--master-port', type=int, default=None,
-                   help='a free port there (default: any free one alone, 29500 with several machines)')
-    return p
+_launch_opts = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port')   # the options `cli.add_launch_args` gives a command
 
 def _strip(argv, opts):
     "`argv` without the options `opts` (as `--master-addr X` or `--master-addr=X`)"

@@ -4,7 +4,7 @@
 
 # %% ../nbs/08d_precision.ipynb #f29e96d0
 from __future__ import annotations
-import platform, sys, warnings
+import os, platform, sys, warnings
 from contextlib import nullcontext, contextmanager
 from functools import cache
 from pathlib import Path
@@ -20,8 +20,8 @@ from .steps import learner_device, state_or_none
 
 # %% auto #0
 __all__ = ['precisions', 'conv_as_matmul', 'conv_transpose_as_matmul', 'MatmulConvs', 'cpu_info', 'native_bf16', 'auto_precision',
-           'EmulatedBF16Warning', 'emulated_bf16_message', 'precision_dtype', 'amp_dtype', 'mixed_precision_off',
-           'maybe_autocast', 'FitPrecision', 'check_compilable', 'speed_up', 'to_channels_last']
+           'EmulatedBF16Warning', 'emulated_bf16_message', 'precision_dtype', 'env_info', 'amp_dtype',
+           'mixed_precision_off', 'maybe_autocast', 'FitPrecision', 'check_compilable', 'speed_up', 'to_channels_last']
 
 # %% ../nbs/08d_precision.ipynb #5c0e7a32
 def _pair(v): return (v, v) if isinstance(v, int) else tuple(v)
@@ -112,6 +112,16 @@ def precision_dtype(precision:str, device_type:str='cpu'):
     if precision == 'fp16' and device_type != 'cuda':
         raise ValueError(f"precision 'fp16' needs a CUDA device, this Learner runs on {device_type!r}: use 'auto' or 'bf16'")
     return {'fp32': None, 'bf16': torch.bfloat16, 'fp16': torch.float16}[precision]
+
+# %% ../nbs/08d_precision.ipynb #ec26e97c
+def env_info() -> dict:
+    "What a bug report needs: versions, the CPU and its features, threads, CUDA devices and their bfloat16 support, and what `auto` picks here"
+    import fastai, gan_callbacks
+    cuda = [dict(name=torch.cuda.get_device_name(i), capability='%d.%d' % torch.cuda.get_device_capability(i), bf16=native_bf16(f'cuda:{i}'))
+            for i in range(torch.cuda.device_count())] if torch.cuda.is_available() else []
+    return dict(gan_callbacks=gan_callbacks.__version__, torch=torch.__version__, fastai=fastai.__version__, python=platform.python_version(),
+                platform=platform.platform(terse=True), cpu=cpu_info(), cpus=os.cpu_count(), threads=torch.get_num_threads(), cuda=cuda,
+                auto=dict(zip(('precision', 'why'), auto_precision('cuda' if cuda else 'cpu'))))
 
 # %% ../nbs/08d_precision.ipynb #7f9dd341
 def amp_dtype(learn, device_type:str):

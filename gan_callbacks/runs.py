@@ -4,7 +4,7 @@
 
 # %% ../nbs/07a_runs.ipynb #2119e6c1
 from __future__ import annotations
-import inspect, json, sys
+import inspect, json, sys, warnings
 from pathlib import Path
 import torch
 from PIL import Image
@@ -31,6 +31,7 @@ from .swd_metric import SWD
 from .ema import find_ema
 from .stabilizers import recipes, perceptual_loss
 from .distributed import setup_process
+from .precision import precisions, auto_precision, native_bf16, emulated_bf16_message, EmulatedBF16Warning
 from .checks import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes
 _all_ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']   # at home in `interrupts`
 
@@ -59,12 +60,18 @@ def _check_train(data, sample, out, seed, **numbers):
         set_seed(seed)
     return out, rank
 
-def _set_precision(learn, precision):
-    "Train `learn` in `precision`: 'fp32', 'bf16' (autocast) or 'fp16' (CUDA only)"
-    if precision == 'bf16': learn.to_bf16()
-    elif precision == 'fp16':
-        if torch.device(learn.dls.device).type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use bf16 on the CPU")
-        learn.to_fp16()
+def _set_precision(learn, precision, quiet=False):
+    ("Train `learn` in `precision`: 'auto' (by the hardware, see `auto_precision`), 'fp32', 'bf16' (autocast) or 'fp16' (CUDA only); "
+     "the precision it trains in and why (for 'auto'), after a warning where bfloat16 is emulated")
+    if precision not in precisions: raise CLIError(f"--precision must be one of {', '.join(precisions)}, got {precision!r}")
+    device = torch.device(learn.dls.device)
+    name, why = auto_precision(device) if precision == 'auto' else (precision, None)
+    if name == 'fp16' and device.type != 'cuda': raise CLIError("--precision fp16 needs a CUDA device; use auto or bf16 on the CPU")
+    if name == 'bf16': learn.to_bf16()
+    elif name == 'fp16': learn.to_fp16()
+    if name == 'bf16' and device.type == 'cpu' and not native_bf16(device) and not quiet:
+        print(f"gan_callbacks train: warning: {emulated_bf16_message('--precision auto or fp32')}", file=sys.stderr, flush=True)
+    return name, why
 
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
@@ -102,7 +109,7 @@ def _wandb_logger(out, model, n_samples, config):
     return WandbGAN(n_images=n_samples)
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
-          crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='fp32', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
+          crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='auto', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, recipe='paper', ema=None, r1=None, r2=None, reg_interval=None, diffaugment=None,
           spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, **options):
     "Train `model` (pix2pix, cyclegan, cut, fastcut or pix2pixhd) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
@@ -126,7 +133,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if not len(learn.dls.valid_ds):
         raise CLIError(f"--data {data}: nothing to validate on, and too few training images to set some apart: add a folder of "
                        + ("pairs val/" if model == 'pix2pix' else "images testA/ and testB/") + " (it need not be large)")
-    _set_precision(learn, precision)
+    trained_in, why = _set_precision(learn, precision, quiet=bool(rank))
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
     if nonfinite_patience < 1: raise CLIError(f"--nonfinite-patience must be at least 1, got {nonfinite_patience}")
@@ -136,8 +143,12 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
     if wandb and not rank: cbs.append(_wandb_logger(out, model, n_samples, locals()))
     if not rank:
-        print(f"{run.describe(data, learn.dls, crop_size, precision)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
-    try: fit_interruptible(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs)
+        print(f"{run.describe(data, learn.dls, crop_size, trained_in)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
+        if why: print(f"precision auto: {trained_in} ({why})", flush=True)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter('ignore', EmulatedBF16Warning)   # said above, in one line
+            fit_interruptible(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs)
     finally:
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
@@ -148,13 +159,14 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
         summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
         e = keep.best_epoch   # counted from 0, as history.csv, summary.json and the file names count
         lines.append(f"  best_generator.pkl  the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
+    summary['precision'] = dict(trained_in=trained_in, asked=precision, **({'why': why} if why else {}))
     atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     item = learn.dls.train_ds.items[0]
     bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
     write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits), **label_inputs(learn.dls)),
                        scores=summary, sample=grid.files[-1],
                        training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=precision, seed=seed,
+                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=trained_in, precision_asked=precision, seed=seed,
                                      recipe=recipe, **run.stabilizers))
     print('\n'.join(lines))
     release_locks()   # the run is over: its folder is free again

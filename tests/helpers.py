@@ -62,7 +62,7 @@ def run_cli(argv):
 def train_options(argv):
     "The keyword arguments `main` hands to `train` for the command line `argv` (a `train` command), without training"
     got = {}
-    with mock.patch('gan_callbacks.cli.train', lambda **kw: got.update(kw)): main([str(a) for a in argv])
+    with mock.patch('gan_callbacks.commands.train', lambda **kw: got.update(kw)): main([str(a) for a in argv])
     return got
 
 class HostReads:

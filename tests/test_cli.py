@@ -189,7 +189,7 @@ def test_ctrl_c_in_translate_exits_130(trained, tiny, tmp_path, capsys, monkeypa
 
 
 def test_resume_command():
-    from gan_callbacks.cli import resume_command
+    from gan_callbacks.commands import resume_command
     argv = ['train', '--data', 'my data', '--resume', 'old.pth', '--epochs', '3', '--resume', '--bs=2', '--resume=x']
     assert resume_command(argv, 'o/c/gan_interrupted.pth') == \
         "gan_callbacks train --data 'my data' --epochs 3 --bs=2 --resume o/c/gan_interrupted.pth"
@@ -231,8 +231,9 @@ def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
     text = log.read_text()
     assert '\r' not in text
     lines = text.splitlines()
-    assert lines[0].startswith('Training on') and lines[1].split()[:3] == ['epoch', 'train_loss', 'valid_loss']
-    rows = lines[2:]
+    assert lines[0].startswith('Training on') and lines[1].startswith('precision auto: ')   # what --precision auto chose, and why
+    assert lines[2].split()[:3] == ['epoch', 'train_loss', 'valid_loss']
+    rows = lines[3:]
     assert len(rows) >= 1 and [r.split()[0] for r in rows] == [str(i) for i in range(len(rows))], text
     dls = Pix2pixDataLoaders.from_folder(tiny, load_size=36, crop_size=32, bs=1)
     learn = pix2pix_learner(dls, generator=UnetGenerator(num_downs=5, ngf=8), path=out, model_dir='checkpoints')
@@ -388,3 +389,75 @@ def test_commands_print_no_third_party_notices(trained, tiny, tmp_path):
     r = subprocess.run([sys.executable, '-W', 'default', '-m', 'gan_callbacks', 'translate', '--model', str(trained/'generator.pkl'),
                         '--trust-pickle', '--input', str(tiny/'val'), '--aligned', '--output', str(tmp_path/'t')], capture_output=True, text=True)
     assert r.returncode == 0 and r.stderr == '' and r.stdout.startswith('Translated 2 image(s)'), r.stderr
+
+
+# --- a command line that answers at once; the precision it trains in
+
+def _fresh(code):
+    "Python `code` run in a fresh process: its exit code, stdout and stderr"
+    return subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
+
+@pytest.mark.parametrize('argv', [['--version'], ['--help'], ['train', '--help'], ['translate', '--help'], ['export', '--help'],
+                                  ['app', '--help'], ['evaluate', '--help'], ['env', '--help'], ['train', '--bs', 'x']])
+def test_help_version_and_parse_errors_import_neither_torch_nor_fastai(argv):
+    "Parsed first: what needs no work answers without importing torch or fastai (seconds each), from the library's stated defaults"
+    r = _fresh(f"import sys\nfrom gan_callbacks.cli import main\ntry: main({argv!r})\nexcept SystemExit as e: print('exit', e.code)\n"
+               "print(sorted(m for m in ('torch', 'fastai', 'numpy') if m in sys.modules))")
+    assert r.stdout.rstrip().endswith('[]'), r.stdout + r.stderr
+    assert ('exit 2' if 'x' in argv else 'exit 0') in r.stdout
+
+def test_version_starts_at_once():
+    "Generous bound (the figure is in the README): `gan_callbacks --version` as a user runs it, median of 3"
+    import time
+    times = []
+    for _ in range(3):
+        t = time.perf_counter()
+        r = subprocess.run([Path(sys.executable).parent/'gan_callbacks', '--version'], capture_output=True, text=True)
+        times.append(time.perf_counter() - t)
+        assert r.returncode == 0 and r.stdout.startswith('gan_callbacks ')
+    assert sorted(times)[1] < 10, times
+
+def test_cli_facts_are_what_the_library_states():
+    "The parser's copy of the defaults (cli_facts.json) is current; a stale one fails here and in `make check-export`"
+    from gan_callbacks.cli import read_cli_facts, cli_facts_file
+    from gan_callbacks.commands import cli_facts, write_cli_facts
+    assert read_cli_facts() == cli_facts() and write_cli_facts(cli_facts_file, check=True)
+
+def test_cli_states_the_librarys_defaults(capsys, monkeypatch):
+    "A default changed in the library reaches the help through the facts: here the precision and a model's lambda"
+    from gan_callbacks import cli
+    f = json.loads(cli.cli_facts_file.read_text())
+    f['defaults']['train']['precision'], f['models']['pix2pix']['lambda_l1'] = 'fp32', 42.
+    monkeypatch.setattr(cli, 'read_cli_facts', lambda: f)
+    with pytest.raises(SystemExit): main(['train', '--help'])
+    out = ' '.join(capsys.readouterr().out.split())
+    assert 'needs CUDA (default: fp32)' in out and 'L1 term (default 42)' in out
+
+def test_env_says_what_auto_picks(capsys):
+    from gan_callbacks.precision import auto_precision
+    assert run(['env']) == 0
+    out = capsys.readouterr().out
+    assert out.startswith(f'gan_callbacks ') and f'torch {torch.__version__}' in out and 'CPU: ' in out
+    assert f"precision auto: {auto_precision('cpu')[0]} (" in out
+    assert run(['env', '--json']) == 0
+    e = json.loads(capsys.readouterr().out)
+    assert e['auto']['precision'] == auto_precision('cpu')[0] and isinstance(e['cpu']['native_bf16'], bool) and e['cuda'] == []
+
+@pytest.mark.parametrize('native', [True, False], ids=['native-bf16', 'emulated-bf16'])
+@pytest.mark.parametrize('asked', ['auto', 'bf16'])
+def test_train_precision_is_said_and_recorded(tiny, tmp_path, capsys, monkeypatch, native, asked):
+    "auto picks by the CPU (faked) and says why; an explicit bf16 where it is emulated warns in one line; summary.json and the model folder record both"
+    from gan_callbacks import precision
+    monkeypatch.setattr(precision, '_cpu_bf16', lambda: native)
+    code = run(['train', '--data', tiny, '--out', tmp_path, '--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36,
+                '--crop-size', 32, '--ngf', 8, '--n-samples', 1, '--precision', asked])
+    out, err = capsys.readouterr()
+    want = 'bf16' if asked == 'bf16' or native else 'fp32'
+    assert code == 0, err
+    assert (f'precision auto: {want} (' in out) == (asked == 'auto')
+    warned = [l for l in err.splitlines() if 'emulated' in l]
+    assert len(warned) == (asked == 'bf16' and not native) and all(l.startswith('gan_callbacks train: warning: bfloat16 is emulated') for l in warned)
+    s = json.loads((tmp_path/'summary.json').read_text())
+    assert s['precision']['trained_in'] == want and s['precision']['asked'] == asked and ('why' in s['precision']) == (asked == 'auto')
+    training = json.loads((tmp_path/'generator'/'config.json').read_text())['training']
+    assert (training['precision'], training['precision_asked']) == (want, asked)

@@ -127,7 +127,7 @@ def test_unwritable_places_are_one_line(trained, tiny, tmp_path, capsys):
         assert line.startswith(f'gan_callbacks {argv[0]}: error: ') and str(blocker) in line, line
 
 def test_oserror_and_checkpoint_error_reaching_main(tiny, tmp_path, capsys, monkeypatch):
-    from gan_callbacks import cli
+    from gan_callbacks import commands as cli   # where each command runs
     from gan_callbacks.safety import CheckpointError
     def boom(**kwargs): raise PermissionError(13, 'Permission denied', str(tmp_path/'x.png'))
     monkeypatch.setattr(cli, 'translate', boom)
