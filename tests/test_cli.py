@@ -454,7 +454,9 @@ def test_train_precision_is_said_and_recorded(tiny, tmp_path, capsys, monkeypatc
     out, err = capsys.readouterr()
     want = 'bf16' if asked == 'bf16' or native else 'fp32'
     assert code == 0, err
-    assert (f'precision auto: {want} (' in out) == (asked == 'auto')
+    assert f', {want}) for 1+0 epochs' in out.splitlines()[0]
+    said = [l for l in out.splitlines() if l.startswith('precision auto: ')]
+    assert said == ([f"precision auto: {want} ({precision.auto_precision('cpu')[1]})"] if asked == 'auto' else [])
     warned = [l for l in err.splitlines() if 'emulated' in l]
     assert len(warned) == (asked == 'bf16' and not native) and all(l.startswith('gan_callbacks train: warning: bfloat16 is emulated') for l in warned)
     s = json.loads((tmp_path/'summary.json').read_text())
