@@ -10,7 +10,7 @@ CHROMIUM ?= /usr/bin/chromium
 DEMO_OUT ?= demo_out
 # one thread: the same figures on any number of cores (more threads sum in another order and change the last digits)
 DEMO_THREADS ?= 1
-DEMO_ARGS ?= --epochs 8 --epochs-decay 7 --bs 4 --load-size 72 --crop-size 64 --ngf 32 --lr 2e-4 --gan-mode lsgan --precision bf16 --seed 0
+DEMO_ARGS ?= --epochs 8 --epochs-decay 7 --bs 4 --load-size 72 --crop-size 64 --ngf 32 --lr 2e-4 --gan-mode lsgan --seed 0
 CYCLEGAN_OUT ?= cyclegan_demo_out
 CYCLEGAN_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 36 --crop-size 32 --ngf 16 --n-blocks 3 --lr 5e-4 --lambda-idt 0 --seed 0
 CUT_OUT ?= cut_demo_out

@@ -281,7 +281,7 @@ def loss_curves(cfg, n):
 def bench_config(cfg:Cfg, P, peak, lap, max_other):
     "Time all variants of `cfg` in one interleaved group, then measure peak memory; returns the ratios"
     batches, models, r = make_batches(cfg, P['iters']), make_models(cfg), {}
-    print(f"== {cfg}")
+    print(f"== {cfg} [{cpu_tag()}]")
     variants = {f"{p} {prec}": build(p, cfg, batches, prec == 'bf16', models=models)
                 for prec in ('fp32', 'bf16') for p in ('trainer', 'plain')}
     opts = (['cl'] + (['compile'] if P['compile'] else [])) if cfg.name in P['options_on'] else []
@@ -400,17 +400,23 @@ def loop_target(loop):
             ', '.join(f"{p} {v:.2f} ms" for p, v in d.items()))
 
 def print_targets(checks):
-    for what, ok, detail in checks: print(f"TARGET {what}: {'holds' if ok else 'MISSED'} ({detail})")
+    for what, ok, detail in checks: print(f"TARGET {what}: {'holds' if ok else 'MISSED'} ({detail}) [{cpu_tag()}]")
 
 # ---------------------------------------------------------------------------------------------------------------------
 # Report
 
+def cpu_tag():
+    "The CPU's model, family and whether it computes bfloat16 natively: beside every figure, which depends on them"
+    from gan_callbacks.precision import cpu_info
+    c = cpu_info()
+    return f"{c['model']} family {c['family']}, {'native' if c['native_bf16'] else 'emulated'} bfloat16"
+
 def machine():
-    try:
-        out = subprocess.run(['lscpu'], capture_output=True, text=True).stdout.splitlines()
-        model = next(l.split(':', 1)[1].strip() for l in out if l.startswith('Model name'))
-    except Exception: model = platform.processor()
-    return (f"{model}, {os.cpu_count()} logical CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads, "
+    from gan_callbacks.precision import cpu_info, auto_precision
+    c = cpu_info()
+    feats = ', '.join(f"{k} {'yes' if v else 'no'}" for k, v in (c['features'] or {}).items()) or 'instruction sets unknown'
+    return (f"{c['model']} (family {c['family']}; {feats}; native bfloat16 {c['native_bf16']}; precision auto picks "
+            f"{auto_precision('cpu')[0]}), {os.cpu_count()} logical CPUs, torch {torch.__version__} ({torch.get_num_threads()} threads, "
             f"{torch.backends.cpu.get_cpu_capability()}), fastai {fastai.__version__}, python {platform.python_version()}")
 
 def main():
@@ -439,6 +445,9 @@ def main():
     if args.loop_only:
         loop = loop_cost(P, args.max_other); lap('loop cost')
         print_targets([loop_target(loop)]); return
+    from gan_callbacks.precision import native_bf16
+    if not native_bf16('cpu'): print("this CPU emulates bfloat16: the bf16 variants below run many times slower than fp32 "
+                                     "(precision 'auto' trains in fp32 here); --quick keeps the run short\n")
     peak = {'fp32': matmul_gflops(torch.float32, P['mm_n']), 'bf16': matmul_gflops(torch.bfloat16, P['mm_n'])}
     print(f"matmul peak ({P['mm_n']}x{P['mm_n']}): fp32 {peak['fp32']:.0f} GFLOP/s, bf16 {peak['bf16']:.0f} GFLOP/s")
     lap('matmul')
@@ -452,7 +461,7 @@ def main():
 
     cfg = P['configs'][0]
     h32, h16 = loss_curves(cfg, P['curve_iters'])
-    print(f"== loss curves: trainer, {cfg.name}, {P['curve_iters']} iterations from one init on the same batches, fp32 vs bf16")
+    print(f"== loss curves [{cpu_tag()}]: trainer, {cfg.name}, {P['curve_iters']} iterations from one init on the same batches, fp32 vs bf16")
     curve = {}
     for i, c in enumerate(('g_gan', 'g_l1', 'd_real', 'd_fake')):
         d = (h32[:, i] - h16[:, i]).abs()
@@ -483,6 +492,6 @@ def main():
           f"{least('bf16 trainer speedup vs plain fp32'):.2f} (plain bf16 {least('bf16 plain speedup vs plain fp32'):.2f}) "
           f"| option speedups {opts} | bf16/fp32 loss curves max rel diff {curves} "
           f"| quiet runs {sum(res[c]['_quiet'][0] for c in names)}/{sum(res[c]['_quiet'][1] for c in names)} "
-          f"| {time.perf_counter()-t0:.0f} s")
+          f"| {time.perf_counter()-t0:.0f} s | {cpu_tag()}")
 
 if __name__ == '__main__': main()

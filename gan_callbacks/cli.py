@@ -4,17 +4,16 @@
 
 # %% ../nbs/07_cli.ipynb #f79888ae
 from __future__ import annotations
-import argparse, json, sys
+import argparse, importlib.util, json, sys
 from functools import partial, cache
 from pathlib import Path
-import gan_callbacks
 from . import __version__
 
 # %% auto #0
 __all__ = ['cli_facts_file', 'read_cli_facts', 'add_launch_args', 'print_env', 'main']
 
 # %% ../nbs/07_cli.ipynb #93a3df1b
-cli_facts_file = Path(gan_callbacks.__file__).parent/'cli_facts.json'   # written by `tools/cli_facts.py` from `commands.cli_facts()`
+cli_facts_file = Path(importlib.util.find_spec('gan_callbacks').origin).parent/'cli_facts.json'   # written by `tools/cli_facts.py` from `commands.cli_facts()`
 
 @cache
 def read_cli_facts() -> dict:

@@ -1,5 +1,5 @@
 "The web app: in a real browser, headless Chromium drops an image on the page and gets the command line's translation; over HTTP, where the app keeps its files."
-import os, socket, subprocess, sys, threading, queue
+import os, socket, subprocess, sys, threading, time, queue
 from contextlib import contextmanager
 from pathlib import Path
 import numpy as np
@@ -25,13 +25,16 @@ def running_app(folder, cwd, **env):
     p = subprocess.Popen([sys.executable, '-m', 'gan_callbacks', 'app', '--model', str(folder), '--port', str(port), '--max-pixels', '10000'],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=default_signals, cwd=cwd)
     lines = queue.Queue()
-    threading.Thread(target=lambda: [lines.put(l) for l in p.stdout], daemon=True).start()
-    url, seen = f'http://127.0.0.1:{port}', []
+    threading.Thread(target=lambda: [*map(lines.put, p.stdout), lines.put(None)], daemon=True).start()   # None: the output ended
+    url, seen, bound = f'http://127.0.0.1:{port}', [], 900   # a generous bound: a loaded machine imports torch and Gradio slowly
     try:
-        while True:   # wait for the server to say it is up
-            line = lines.get(timeout=120); seen.append(line)
+        deadline = time.monotonic() + bound
+        while True:   # wait for the server to say it is up, or for its output to end
+            try: line = lines.get(timeout=max(deadline - time.monotonic(), 0.01))
+            except queue.Empty: raise AssertionError(f"the app did not say it serves {url} within {bound} s:\n{''.join(seen)}") from None
+            if line is None: raise AssertionError(f"the app ended (exit code {p.wait()}) before serving:\n{''.join(seen)}")
+            seen.append(line)
             if url in line: break
-            assert p.poll() is None, ''.join(seen)
         yield url
     finally:
         p.terminate(); p.wait(30)
