@@ -42,8 +42,9 @@ def conv_transpose_as_matmul(x, w, b, stride, padding, output_padding):
     return out if b is None else out + b.view(1, -1, 1, 1).to(out.dtype)
 
 class MatmulConvs(TorchFunctionMode):
-    "Within: 2-d convolutions with at most `max_positions` output positions (transposed: input) per image run as one matmul each"
-    def __init__(self, max_positions:int=64): super().__init__(); self.max_positions = max_positions
+    "Within: 2-d convolutions with at most `max_positions` output positions (transposed: input) per image and at least `min_channels` output channels run as one matmul each"
+    def __init__(self, max_positions:int=64, min_channels:int=64):
+        super().__init__(); self.max_positions, self.min_channels = max_positions, min_channels
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
         if func is torch.conv2d:
@@ -52,12 +53,12 @@ class MatmulConvs(TorchFunctionMode):
             if x.dim() == 4 and a.get('groups', 1) == 1 and _pair(a.get('dilation', 1)) == (1, 1) and not isinstance(pd, str):
                 pd = _pair(pd)
                 n = ((x.shape[2] + 2*pd[0] - w.shape[2])//st[0] + 1) * ((x.shape[3] + 2*pd[1] - w.shape[3])//st[1] + 1)
-                if n <= self.max_positions: return conv_as_matmul(x, w, a.get('bias'), st, pd)
+                if n <= self.max_positions and w.shape[0] >= self.min_channels: return conv_as_matmul(x, w, a.get('bias'), st, pd)
         elif func is torch.conv_transpose2d:
             a = dict(zip(('input', 'weight', 'bias', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), args), **kwargs)
             x = a['input']
             if (x.dim() == 4 and a.get('groups', 1) == 1 and _pair(a.get('dilation', 1)) == (1, 1)
-                    and x.shape[2] * x.shape[3] <= self.max_positions):
+                    and x.shape[2] * x.shape[3] <= self.max_positions and a['weight'].shape[1] >= self.min_channels):
                 return conv_transpose_as_matmul(x, a['weight'], a.get('bias'), _pair(a.get('stride', 1)), _pair(a.get('padding', 0)),
                                                 _pair(a.get('output_padding', 0)))
         return func(*args, **kwargs)

@@ -33,7 +33,7 @@ def test_matmul_convs_compute_the_convolution(conv, hw, channels_last):
     if channels_last: x = x.contiguous(memory_format=torch.channels_last)
     if isinstance(conv, nn.Conv2d) and any(s + 2*p < k for s, p, k in zip(hw, conv.padding, conv.kernel_size)): return   # no output
     res = []
-    for mode in (None, MatmulConvs()):
+    for mode in (None, MatmulConvs(min_channels=1)):
         x_ = x.clone().requires_grad_()
         if mode is None: y = conv(x_)
         else:
@@ -51,7 +51,7 @@ def used(monkeypatch):
 
 def test_large_and_grouped_convolutions_are_left_to_pytorch(monkeypatch):
     calls = used(monkeypatch)
-    with MatmulConvs(max_positions=16):
+    with MatmulConvs(max_positions=16, min_channels=1):
         nn.Conv2d(4, 4, 3, 1, 1)(torch.randn(1, 4, 5, 5))            # 25 output positions
         nn.ConvTranspose2d(4, 4, 4, 2, 1)(torch.randn(1, 4, 5, 5))   # 25 input positions
         nn.Conv2d(4, 4, 3, 1, 1, groups=2)(torch.randn(1, 4, 2, 2))
@@ -59,6 +59,15 @@ def test_large_and_grouped_convolutions_are_left_to_pytorch(monkeypatch):
         nn.Conv2d(4, 4, 3, 1, 2, dilation=2)(torch.randn(1, 4, 2, 2))
         assert calls == []
         nn.Conv2d(4, 4, 3, 1, 1)(torch.randn(1, 4, 4, 4)); nn.ConvTranspose2d(4, 4, 4, 2, 1)(torch.randn(1, 4, 4, 4))
+    assert calls == ['conv_as_matmul', 'conv_transpose_as_matmul']
+
+def test_thin_convolutions_are_left_to_pytorch(monkeypatch):
+    "Fewer than `min_channels` output channels (a PatchGAN's last layer): a matrix-vector product, slower as a matmul"
+    calls = used(monkeypatch)
+    with MatmulConvs():
+        nn.Conv2d(512, 1, 4, 1, 1)(torch.randn(1, 512, 7, 7)); nn.ConvTranspose2d(64, 32, 4, 2, 1)(torch.randn(1, 64, 4, 4))
+        assert calls == []
+        nn.Conv2d(512, 64, 4, 1, 1)(torch.randn(1, 512, 7, 7)); nn.ConvTranspose2d(32, 64, 4, 2, 1)(torch.randn(1, 32, 4, 4))
     assert calls == ['conv_as_matmul', 'conv_transpose_as_matmul']
 
 @pytest.mark.parametrize('bf16', [False, True])
@@ -79,7 +88,7 @@ def test_not_on_cuda_nor_compiled_nor_asked_not_to(tmp_path, monkeypatch):
     calls, learn = used(monkeypatch), make_learner(tmp_path).to_bf16()
     for ctx in (FitPrecision().setup(learn).autocast(), FitPrecision().setup(learn, compile=True).autocast(),
                 maybe_autocast('cpu', torch.bfloat16, matmul_convs=False)):
-        with ctx: nn.Conv2d(2, 2, 3, 1, 1)(torch.randn(1, 2, 2, 2))
+        with ctx: nn.Conv2d(2, 64, 3, 1, 1)(torch.randn(1, 2, 2, 2))
     assert calls == ['conv_as_matmul']   # only the first
     with warnings.catch_warnings():
         warnings.simplefilter('ignore')   # autocast's notice that this machine has no CUDA
