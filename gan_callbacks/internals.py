@@ -21,13 +21,13 @@ from fastai.torch_core import maybe_gather
 
 # %% auto #0
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overrides', 'is_compiled', 'compiled_graphs',
-           'step_unless_found_inf', 'copy_into', 'onednn_bf16_native', 'wrap_epoch_events', 'unwrap_epoch_events',
-           'in_fit', 'in_lr_find', 'predicting', 'off_for_this_fit', 'replaced_logger', 'set_replaced_logger',
-           'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss', 'recorder_history',
-           'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device', 'history_to_host', 'become', 'handlers_only',
-           'all_handlers', 'point_tracker', 'is_tensorboard_callback', 'tensor_class', 'first_use_pass', 'raw_batches',
-           'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state',
-           'BroadcastingDistributedDL', 'mend_wandb_config']
+           'step_unless_found_inf', 'copy_into', 'numpy_scalar_globals', 'onednn_bf16_native', 'wrap_epoch_events',
+           'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting', 'off_for_this_fit', 'replaced_logger',
+           'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
+           'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device', 'history_to_host',
+           'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback', 'tensor_class',
+           'first_use_pass', 'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
+           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/14a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -56,6 +56,12 @@ def step_unless_found_inf(opt, bad:torch.Tensor) -> bool:
 def copy_into(ts, srcs):
     "Copy each tensor of `srcs` into the tensor of `ts` at its place, in one call"
     torch._foreach_copy_(ts, srcs)   # torch: the multi-tensor in-place copy (one kernel launch per device and dtype)
+
+def numpy_scalar_globals() -> list:
+    "What `torch.load(weights_only=True)` must allow to read the numpy scalars fastai's schedulers leave in an optimizer's hyper-parameters"
+    # numpy: a pickled scalar is rebuilt by `multiarray.scalar(dtype, bytes)` (in `numpy._core` since numpy 2), its dtype from the dtype's class
+    multiarray = np._core.multiarray if hasattr(np, '_core') else np.core.multiarray
+    return [multiarray.scalar, np.dtype, *{type(np.dtype(t)) for t in ('float64', 'float32', 'float16', 'int64', 'int32', 'bool')}]
 
 def onednn_bf16_native() -> bool:
     "Whether oneDNN, which runs PyTorch's CPU convolutions and matmuls, has native bfloat16 kernels on this CPU (AVX-512 BF16 or AMX)"

@@ -15,6 +15,7 @@ from fastai.torch_core import rank_distrib, distrib_barrier
 import fastai.callback.hook   # `Learner.summary`
 from .gan import find_trainer, FastaiEvents
 from .distributed import unwrap, DistributedGAN
+from .internals import numpy_scalar_globals
 from .progress import sync_free_bar
 
 # %% auto #0
@@ -42,7 +43,7 @@ class AdversarialLearner(Learner):
         fn = join_path_file(file, self.path/self.model_dir, ext='.pth')
         if device is None and hasattr(self.dls, 'device'): device = self.dls.device
         distrib_barrier()
-        with torch.serialization.safe_globals([L]):   # fastai's optimizers keep `L`s
+        with torch.serialization.safe_globals([L, *numpy_scalar_globals()]):   # fastai's optimizers keep `L`s, and after a schedule numpy floats
             state = torch.load(fn, map_location=device, weights_only=True)
         if not (isinstance(state, dict) and 'gan' in state):
             warnings.warn(f"{fn} holds no discriminators (saved by fastai's `save`, or before they were kept): loading the generator only")

@@ -527,3 +527,28 @@ def test_wandb_callback_logs_the_trainers_columns(kind, tmp_path, monkeypatch):
     logged = [r[g_col(kind)] for r in rows if g_col(kind) in r]
     assert logged == pytest.approx(col(learn, g_col(kind)), rel=1e-5)   # once per epoch, the Recorder's values
     assert any('raw_loss' in r for r in rows)   # and fastai's per-batch losses
+
+@pytest.mark.parametrize('kind', KINDS)
+@pytest.mark.parametrize('schedule', ['fit_one_cycle', 'fit_flat_cos'])
+def test_save_and_load_after_fastais_schedules(kind, schedule, tmp_path):
+    "A scheduled fit leaves numpy floats in the optimizer's hyper-parameters: `save`/`load` (weights only) still round-trip everything"
+    learn = tiny(kind, path=tmp_path)
+    with learn.no_bar(), learn.no_logging(), warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        getattr(learn, schedule)(1, 1e-3)
+    learn.save('x')
+    learn2 = tiny(kind, path=tmp_path, seed=5)
+    learn2.load('x')
+    t, t2 = trainer(learn), trainer(learn2)
+    assert _same(learn2.model.state_dict(), learn.model.state_dict()) and _same(t2.d_opt.state_dict(), t.d_opt.state_dict())
+    assert learn2.opt.hypers[0]['lr'] == pytest.approx(float(learn.opt.hypers[0]['lr']))
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_save_model_callback_with_opt_after_one_cycle(kind, tmp_path):
+    "SaveModelCallback's `after_fit` loads what its `save` wrote after a one-cycle fit"
+    from fastai.callback.tracker import SaveModelCallback
+    learn = tiny(kind, path=tmp_path)
+    with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+        warnings.simplefilter('ignore')
+        learn.fit_one_cycle(2, 1e-3, cbs=SaveModelCallback(monitor=g_col(kind), fname='best', with_opt=True))
+    assert (tmp_path/'models'/'best.pth').exists()

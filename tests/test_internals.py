@@ -54,6 +54,14 @@ def test_copy_into():
     assert ts[0].tolist() == [1, 1] and ts[1].tolist() == [2, 2, 2]
 
 
+def test_numpy_scalar_globals_read_numpy_floats_weights_only(tmp_path):
+    "The numpy scalars fastai's schedulers leave in an optimizer's hyper-parameters: refused by default, read with these allowed"
+    import numpy as np
+    torch.save({'lr': np.float64(1e-3), 'mom': np.float32(0.9), 'n': np.int64(3)}, tmp_path/'x.pth')
+    with pytest.raises(pickle.UnpicklingError): torch.load(tmp_path/'x.pth', weights_only=True)
+    with torch.serialization.safe_globals(I.numpy_scalar_globals()): d = torch.load(tmp_path/'x.pth', weights_only=True)
+    assert d == {'lr': 1e-3, 'mom': np.float32(0.9), 'n': 3} and type(d['lr']) is np.float64
+
 def test_onednn_bf16_native_is_the_cpus_bf16_flag():
     "oneDNN's answer agrees with the CPU's own flags where Linux lists them (AVX-512 BF16 or AMX bf16)"
     try: flags = next(l for l in open('/proc/cpuinfo') if l.startswith('flags')).split()
