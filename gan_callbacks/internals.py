@@ -18,16 +18,17 @@ from fastai.data.core import Transform
 from fastai.distributed import DistributedDL
 from fastai.learner import AvgSmoothLoss
 from fastai.torch_core import maybe_gather
+from fastcore.xtras import ContextManagers
 
 # %% auto #0
 __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overrides', 'is_compiled', 'compiled_graphs',
-           'step_unless_found_inf', 'copy_into', 'numpy_scalar_globals', 'onednn_bf16_native', 'wrap_epoch_events',
-           'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting', 'off_for_this_fit', 'replaced_logger',
-           'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics', 'smoothed_loss',
-           'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device', 'history_to_host',
-           'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback', 'tensor_class',
-           'first_use_pass', 'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
+           'step_unless_found_inf', 'copy_into', 'unwinding', 'numpy_scalar_globals', 'onednn_bf16_native',
+           'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting', 'off_for_this_fit',
+           'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics',
+           'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device',
+           'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback',
+           'tensor_class', 'first_use_pass', 'raw_batches', 'kept_iterator', 'pickle_transforms_by_function',
+           'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/14a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -56,6 +57,17 @@ def step_unless_found_inf(opt, bad:torch.Tensor) -> bool:
 def copy_into(ts, srcs):
     "Copy each tensor of `srcs` into the tensor of `ts` at its place, in one call"
     torch._foreach_copy_(ts, srcs)   # torch: the multi-tensor in-place copy (one kernel launch per device and dtype)
+
+class _Unwinding(ContextManagers):
+    "fastcore's `ContextManagers`, leaving the contexts it entered when the next one fails to enter"
+    def __enter__(self):
+        try: return super().__enter__()
+        except BaseException: self.stack.close(); raise   # fastcore: the entered ones wait in `self.stack`, an `ExitStack`
+
+def unwinding(cms):
+    "fastai's `validation_context` `cms`, which otherwise keeps `learn.lock` held (and every later `predict` waiting) when a `before_fit` raises"
+    become(cms, _Unwinding)
+    return cms
 
 def numpy_scalar_globals() -> list:
     "What `torch.load(weights_only=True)` must allow to read the numpy scalars fastai's schedulers leave in an optimizer's hyper-parameters"

@@ -15,7 +15,7 @@ from fastai.torch_core import rank_distrib, distrib_barrier
 import fastai.callback.hook   # `Learner.summary`
 from .gan import find_trainer, FastaiEvents
 from .distributed import unwrap, DistributedGAN
-from .internals import numpy_scalar_globals
+from .internals import numpy_scalar_globals, unwinding
 from .progress import sync_free_bar
 
 # %% auto #0
@@ -62,6 +62,10 @@ class AdversarialLearner(Learner):
             raise ValueError(f"{fn}: its discriminators do not fit those of {type(t).__name__} ({', '.join(t.d_names)}, built for the data "
                              f"when not given): give the trainer discriminators of the saved architecture") from None
         return self
+
+    def validation_context(self, cbs=None, inner=False):
+        "fastai's, leaving the lock and the other contexts when a callback's `before_fit` raises: a refused `predict` does not hang the next"
+        return unwinding(super().validation_context(cbs, inner))
 
     def summary(self):
         "fastai's summary of the Learner's model, then the discriminators' layers and parameters"

@@ -552,3 +552,16 @@ def test_save_model_callback_with_opt_after_one_cycle(kind, tmp_path):
         warnings.simplefilter('ignore')
         learn.fit_one_cycle(2, 1e-3, cbs=SaveModelCallback(monitor=g_col(kind), fname='best', with_opt=True))
     assert (tmp_path/'models'/'best.pth').exists()
+
+@pytest.mark.parametrize('kind', KINDS)
+def test_a_refused_predict_does_not_hang_the_next(kind):
+    "fp16 on the CPU is refused at the start of `get_preds`; after `to_fp32()`, `validate` and `get_preds` run (fastai alone keeps its lock held)"
+    import threading
+    learn = tiny(kind)
+    learn.to_fp16()
+    with pytest.raises(ValueError, match='fp16 mixed precision needs a CUDA device'): learn.get_preds(dl=learn.dls.valid)
+    learn.to_fp32()
+    done = []
+    t = threading.Thread(target=lambda: done.append((learn.validate(), learn.get_preds(dl=learn.dls.valid))), daemon=True)
+    t.start(); t.join(300)   # a generous bound: a held lock never returns
+    assert done and not learn.lock.locked(), 'validate after a refused get_preds waits for the lock forever'

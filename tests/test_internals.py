@@ -54,6 +54,19 @@ def test_copy_into():
     assert ts[0].tolist() == [1, 1] and ts[1].tolist() == [2, 2, 2]
 
 
+def test_unwinding_leaves_what_validation_context_entered_when_before_fit_raises():
+    "fastai's `validation_context` keeps `learn.lock` held and the added callbacks in after a failing `before_fit`; `unwinding` leaves both"
+    class Refuse(Callback):
+        def before_fit(self): raise ValueError('refused')
+    for wrap in (False, True):
+        learn, extra = tiny_learner(cbs=Refuse()), Callback()
+        cms = learn.validation_context(cbs=[extra])
+        if wrap: cms = I.unwinding(cms)
+        with pytest.raises(ValueError, match='refused'):
+            with cms: pass
+        assert learn.lock.locked() != wrap and (extra in learn.cbs) != wrap
+        if learn.lock.locked(): learn.lock.release()
+
 def test_numpy_scalar_globals_read_numpy_floats_weights_only(tmp_path):
     "The numpy scalars fastai's schedulers leave in an optimizer's hyper-parameters: refused by default, read with these allowed"
     import numpy as np
