@@ -54,7 +54,7 @@ class AdversarialLearner(Learner):
         gan = state['gan']
         try:
             if with_opt and 'd_opt' in gan: t.load_state_dict(gan)
-            else:
+            elif any(v is not None for v in gan['discriminators'].values()):   # none saved before a first fit built them: built at the next
                 for k, D in t.setup_discriminators(gan['d_in_ch']).items():
                     if gan['discriminators'].get(k) is not None: D.load_state_dict(gan['discriminators'][k], strict=strict)
         except RuntimeError as e:

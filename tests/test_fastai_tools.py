@@ -565,3 +565,16 @@ def test_a_refused_predict_does_not_hang_the_next(kind):
     t = threading.Thread(target=lambda: done.append((learn.validate(), learn.get_preds(dl=learn.dls.valid))), daemon=True)
     t.start(); t.join(300)   # a generous bound: a held lock never returns
     assert done and not learn.lock.locked(), 'validate after a refused get_preds waits for the lock forever'
+
+@pytest.mark.parametrize('with_opt', [False, True])
+def test_save_and_load_before_any_fit(tmp_path, with_opt):
+    "A learner saved before its discriminator exists loads (G's weights) and builds D at its first batch, as a new one does"
+    learn = tiny_pix2pix(path=tmp_path)
+    trainer(learn).discriminator = None   # built for the data at the first batch
+    learn.save('x', with_opt=with_opt)
+    learn2 = tiny_pix2pix(path=tmp_path)
+    trainer(learn2).discriminator = None
+    learn2.load('x', with_opt=with_opt)
+    assert _same(learn2.model.state_dict(), learn.model.state_dict())
+    quiet_fit(learn2)
+    assert trainer(learn2).discriminator is not None
