@@ -101,8 +101,8 @@ FastaiEvents.learner_class = AdversarialLearner   # a plain `Learner` with a tra
 
 # %% ../nbs/08j_learner.ipynb #99b35ca0
 def trainer_options(trainer_cls, kwargs:dict, trainer_kwargs:dict|None=None):
-    "Split `kwargs` into the options of `trainer_cls` (added to `trainer_kwargs`) and the rest, for the `Learner`"
-    names = inspect.signature(trainer_cls).parameters
+    "Split `kwargs` into the options of `trainer_cls` and `ema` (added to `trainer_kwargs`; `with_recipe` makes `ema` a callback) and the rest, for the `Learner`"
+    names = {*inspect.signature(trainer_cls).parameters, 'ema'}
     return {**(trainer_kwargs or {}), **{k: kwargs.pop(k) for k in list(kwargs) if k in names}}, kwargs
 
 def gan_learner(dls, model, trainer, cbs=None, **kwargs):

@@ -369,3 +369,12 @@ def test_keep_best_keeps_the_average_and_resumes_as_uninterrupted(tmp_path):
     with pytest.raises(KeyboardInterrupt): fit(tmp_path/'cut', interrupt=2)
     _, keep = fit(tmp_path/'cut', resume=True)   # resumed from epoch 1, the best
     assert keep.best_epoch == 1 and all(torch.equal(keep.best_state[k], keep0.best_state[k]) for k in avg)
+
+
+@pytest.mark.parametrize('kw,kimg', [(dict(ema=True), 10.), (dict(recipe='modern', ema=False), None), (dict(recipe='modern'), 10.),
+                                     (dict(ema=dict(ema_kimg=0.5)), 0.5), ({}, None)])
+def test_learner_functions_take_ema_as_the_stabilizers_page_teaches(kw, kimg):
+    "`ema=` beside the learner function's other options: a `GeneratorEMA` (its arguments in a dict), winning over the recipe's"
+    from helpers import flipped_dls, unpaired_dls, batches
+    for learn in (pix2pix_learner(flipped_dls(), UnetGenerator(num_downs=5, ngf=8), **kw), cyclegan_learner(unpaired_dls([batches(n=2)]), **kw)):
+        assert [cb.ema_kimg for cb in learn.cbs if isinstance(cb, GeneratorEMA)] == ([] if kimg is None else [kimg])
