@@ -272,6 +272,9 @@ class Pix2pixDataLoaders(DataLoaders):
         check_sizes(load_size, crop_size, num_downs)
         dblock = pix2pix_datablock(layout, direction, load_size, crop_size, in_ch, out_ch)
         trn = get_pairs(path/train, layout)
+        if trn and is_deep(first := tuplify(trn[0])[0]):   # PIL would read it as 8 bits per channel, a 16-bit grey PNG as blank white
+            raise ValueError(f"{first} is a 16-bit or array image, which `from_folder` reads at 8 bits per channel: use "
+                             f"`deep_dataloaders({str(path)!r}, layout={layout!r}, ...)`, which reads it whole (`gan_callbacks train` picks it by itself)")
         use_valid = valid_pct is None and valid is not None and (path/valid).exists()
         val = get_pairs(path/valid, layout) if use_valid else []
         if check: check_images([f for o in trn+val for f in tuplify(o)], aligned=layout=='aligned')
@@ -382,6 +385,9 @@ class UnpairedDataLoaders(Pix2pixDataLoaders):
         path = Path(path)
         check_sizes(load_size, crop_size, num_downs)
         trn = [_image_files(path/f'{train}{d}') for d in 'AB']
+        if first := next((o[0] for o in trn if o and is_deep(o[0])), None):
+            raise ValueError(f"{first} is a 16-bit or array image, which `from_folder` reads at 8 bits per channel (a 16-bit grey PNG as blank "
+                             "white): unpaired training reads 8-bit images; convert the folders to 8 bits first")
         use_valid = valid_pct is None and valid is not None and any((path/f'{valid}{d}').exists() for d in 'AB')
         if use_valid: val = [_image_files(path/f'{valid}{d}') for d in 'AB']
         else: trn,val = zip(*(_random_split(o, ifnone(valid_pct, 0.2), seed) for o in trn))

@@ -66,3 +66,23 @@ def test_a_mix_the_model_cannot_take(tmp_path, capsys):
     np.save(tmp_path/'ints.npy', np.zeros((32, 32, 3), np.int32))
     assert run(['translate', '--model', tmp_path/'g.pth', '--input', tmp_path/'ints.npy', '--output', tmp_path/'o']) == 2
     assert 'pixel type int32' in capsys.readouterr().err
+
+@pytest.mark.parametrize('layout', ['aligned', 'separate'])
+def test_from_folder_refuses_16_bit_images_it_would_blank(tmp_path, layout):
+    "16-bit grey PNGs through `Pix2pixDataLoaders.from_folder` became constant white: refused, naming the file and `deep_dataloaders`"
+    from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
+    rng = np.random.default_rng(0)
+    for k in range(4):
+        a = rng.integers(0, 65536, (32, 32), dtype=np.uint16)
+        if layout == 'aligned': (tmp_path/'d'/'train').mkdir(parents=True, exist_ok=True); Image.fromarray(np.concatenate([a, a], 1)).save(tmp_path/'d'/'train'/f'{k}.png')
+        else:
+            for s in 'AB': (tmp_path/'d'/'train'/s).mkdir(parents=True, exist_ok=True); Image.fromarray(a).save(tmp_path/'d'/'train'/s/f'{k}.png')
+    with pytest.raises(ValueError, match=r"0\.png is a 16-bit or array image.*deep_dataloaders"):
+        Pix2pixDataLoaders.from_folder(tmp_path/'d', layout=layout, load_size=32, crop_size=32, bs=2, valid_pct=0.5)
+    dls = deep_dataloaders(tmp_path/'d', layout=layout, load_size=32, crop_size=32, bs=2, valid_pct=0.5)   # what it points to reads them
+    x = dls.one_batch()[0]
+    assert x.shape[1] == 1 and x.min() < x.max()
+    if layout == 'separate':
+        for d in ('trainA', 'trainB'): (tmp_path/'u'/d).mkdir(parents=True); Image.fromarray(rng.integers(0, 65536, (32, 32), dtype=np.uint16)).save(tmp_path/'u'/d/'0.png')
+        with pytest.raises(ValueError, match=r"16-bit or array image.*convert the folders to 8 bits"):
+            UnpairedDataLoaders.from_folder(tmp_path/'u', load_size=32, crop_size=32, bs=1, valid_pct=0.5)
