@@ -89,7 +89,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
                  channels_last:bool=False, # networks and batches in channels_last memory format
                  compile:bool=False,       # `torch.compile` the networks' forward (in place, for the fit)
                  export_discriminator:bool=False, # keep the discriminators and their optimizer in `learn.export`
-                 diffaugment:str|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout' (see `stabilizers`)
+                 diffaugment:str|bool|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout' (`True`: that one; see `stabilizers`)
                  r1_gamma:float=0.,        # weight of the lazy R1 penalty (at the reals; 0: off)
                  r2_gamma:float=0.,        # weight of the lazy R2 penalty (at the fakes; 0: off)
                  reg_interval:int=16,      # D steps between two penalty steps

@@ -4,6 +4,7 @@
 
 # %% ../nbs/09_stabilizers.ipynb #6b06ff4b
 from __future__ import annotations
+import inspect
 from functools import partial
 from fastcore.basics import store_attr
 from fastcore.foundation import L
@@ -24,12 +25,13 @@ __all__ = ['ema_defaults', 'recipes', 'Stabilizers', 'perceptual_loss', 'with_re
 class Stabilizers:
     ("A trainer's discriminator options beyond the papers, all off by default: DiffAugment of D's inputs, lazy R1 (reals) and R2 (fakes) "
      "penalties, pix2pixHD's multi-scale D and feature matching")
-    def __init__(self, diffaugment:str|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout'
+    def __init__(self, diffaugment:str|bool|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout' (`True`: `diff_augment`'s)
                  r1_gamma:float=0.,  # weight of R1, the gradient penalty at the reals (0: off)
                  r2_gamma:float=0.,  # weight of R2, the gradient penalty at the fakes (0: off)
                  reg_interval:int=16, # D steps between two penalty steps (StyleGAN2's lazy regularisation)
                  num_D:int=1,        # discriminators built, each on the input halved once more (pix2pixHD's multi-scale D when > 1)
                  lambda_feat:float=0.): # weight of pix2pixHD's feature matching of D's features in G's loss (0: off)
+        if isinstance(diffaugment, bool): diffaugment = inspect.signature(diff_augment).parameters['policy'].default if diffaugment else None
         if diffaugment: check_policy(diffaugment)
         for k, v in (('r1_gamma', r1_gamma), ('r2_gamma', r2_gamma), ('lambda_feat', lambda_feat)):
             if not (isinstance(v, (int, float)) and v >= 0): raise ValueError(f"{k} must be a number >= 0, got {v!r}")

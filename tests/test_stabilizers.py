@@ -378,3 +378,10 @@ def test_learner_functions_take_ema_as_the_stabilizers_page_teaches(kw, kimg):
     from helpers import flipped_dls, unpaired_dls, batches
     for learn in (pix2pix_learner(flipped_dls(), UnetGenerator(num_downs=5, ngf=8), **kw), cyclegan_learner(unpaired_dls([batches(n=2)]), **kw)):
         assert [cb.ema_kimg for cb in learn.cbs if isinstance(cb, GeneratorEMA)] == ([] if kimg is None else [kimg])
+
+def test_diffaugment_true_is_the_default_policy():
+    "`diffaugment=True` (as `ema=True` reads) is DiffAugment's own policy; `False` none; a bad policy names its part"
+    from gan_callbacks.stabilizers import Stabilizers
+    assert Stabilizers(diffaugment=True).diffaugment == 'color,translation,cutout'
+    assert Stabilizers(diffaugment=False).diffaugment is None and Pix2pixTrainer(diffaugment=True).stabilizers.diffaugment == 'color,translation,cutout'
+    with pytest.raises(ValueError, match="unknown part.*'colour'"): Stabilizers(diffaugment='colour')
