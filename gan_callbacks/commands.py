@@ -183,22 +183,21 @@ def run_command(p, cmd, args, argv):
     finally: run_ended()
 
 # %% ../nbs/07h_commands.ipynb #33b14ea9
-def _plain(v):
+def _jsonable(v):
     "`v` as JSON keeps it (tuples as lists), or `None` where JSON cannot"
     if v is None or isinstance(v, (bool, int, float, str)): return v
     if isinstance(v, (tuple, list)) and all(o is None or isinstance(o, (bool, int, float, str)) for o in v): return list(v)
     return None
 
-def _defaults(f): return {k: _plain(v) for k, v in defaults_of(f).items()}
+def _defaults(f): return {k: _jsonable(v) for k, v in defaults_of(f).items()}
 
 def cli_facts() -> dict:
     "What the command line's parser states of the library, read where it is stated: the commands' docstrings and defaults, each model's defaults, the choices"
-    cmds = dict(train=train, translate=translate, export=export_generator, app=serve, evaluate=evaluate_cmd)
-    return dict(docs={k: f.__doc__ for k, f in cmds.items() if k != 'app'} | {'app': app.__doc__},
-                defaults={k: _defaults(f) for k, f in cmds.items()} | {'evaluate': _defaults(evaluate) | _defaults(evaluate_cmd)},
+    cmds = dict(train=train, translate=translate, export=export_generator, app=app, evaluate=evaluate_cmd)   # `app`, `evaluate_cmd`: with the delegated defaults
+    return dict(docs={k: f.__doc__ for k, f in cmds.items()}, defaults={k: _defaults(f) for k, f in cmds.items()},
                 models={m: _defaults(r) | {'schedule': list(r.schedule)} for m, r in train_runs.items()},
-                cut_modes={k: {a: _plain(v) for a, v in m.items()} for k, m in cut_modes.items()},
-                stabilizers=_defaults(Stabilizers), recipes={k: {a: _plain(v) for a, v in r.items()} for k, r in recipes.items()},
+                cut_modes={k: {a: _jsonable(v) for a, v in m.items()} for k, m in cut_modes.items()},
+                stabilizers=_defaults(Stabilizers), recipes={k: {a: _jsonable(v) for a, v in r.items()} for k, r in recipes.items()},
                 choices=dict(gan_modes=list(gan_modes), test_modes=list(test_modes), preprocess=list(translate_preprocesses),
                              export_formats=list(export_formats), precisions=list(precisions)),
                 reference_test_mode=reference_test_mode, max_whole_pixels=max_whole_pixels, auto_tile=auto_tile)

@@ -142,7 +142,7 @@ def mixed_precision_off(learn):
 def maybe_autocast(device_type:str, dtype=None, matmul_convs:bool=True):
     "Autocast to `dtype` on `device_type` (native bfloat16 on the CPU: with `MatmulConvs` if `matmul_convs`); no context when `dtype` is `None`"
     if not dtype: return nullcontext()
-    if matmul_convs and device_type == 'cpu' and dtype == torch.bfloat16 and native_bf16('cpu'):
+    if matmul_convs and device_type == 'cpu' and dtype == torch.bfloat16 and _cpu_bf16():
         return _autocast_matmul_convs(device_type, dtype)
     return torch.autocast(device_type, dtype=dtype)
 
