@@ -44,7 +44,7 @@ setuptools.setup(
     url=cfg['git_url'],
     packages=setuptools.find_packages(exclude=['tests', 'tests.*', 'benchmarks']),
     include_package_data=True,
-    package_data={'gan_callbacks': ['cli_facts.json']},   # the command line's defaults, read without importing torch
+    package_data={'gan_callbacks': ['cli/cli_facts.json']},   # the command line's defaults, read without importing torch
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'onnx': onnx_requirements, 'docs': docs_requirements, 'app': app_requirements,
                     'tensorboard': tensorboard_requirements, 'wandb': wandb_requirements,

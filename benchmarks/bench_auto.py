@@ -31,7 +31,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument('--runs', type=int, default=3, help='runs of each precision (default 3)')
     a = ap.parse_args()
-    from gan_callbacks.precision import cpu_info, auto_precision
+    from gan_callbacks.trainer.precision import cpu_info, auto_precision
     cpu, (pick, why) = cpu_info(), auto_precision('cpu')
     feats = ', '.join(k for k, v in (cpu['features'] or {}).items() if v) or 'unknown'
     print(f"CPU: {cpu['model']} (family {cpu['family']}); features: {feats}; native bfloat16: {cpu['native_bf16']}")

@@ -8,7 +8,7 @@ import torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, SGD, set_seed
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.core import StateDictCallback
+from gan_callbacks.v1.bridge import StateDictCallback
 
 
 class EveryEvent(StateDictCallback):

@@ -20,9 +20,9 @@ import torch.nn.functional as F
 from fastai.data.load import DataLoader
 from fastai.data.core import DataLoaders
 
-from gan_callbacks.models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
-from gan_callbacks.losses import PatchNCELoss
-from gan_callbacks.cut import cut_learner
+from gan_callbacks.nets.networks import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
+from gan_callbacks.nets.losses import PatchNCELoss
+from gan_callbacks.gans.cut import cut_learner
 from bench_step import interleave, machine, _status
 from bench_cyclegan import make_models as cyclegan_models, make_batches, TrainerLoop as CycleGANLoop, Unpaired
 

@@ -23,8 +23,8 @@ from PIL import Image
 import skimage.data
 from torchvision import transforms
 
-from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
-from gan_callbacks.samples import make_pair
+from gan_callbacks.data.folders import Pix2pixDataLoaders, UnpairedDataLoaders
+from gan_callbacks.data.samples import make_pair
 
 # ---------------------------------------------------------------------------------------------------------------------
 # The reference's pipeline (DESIGN 5b), written here

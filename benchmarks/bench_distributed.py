@@ -1,7 +1,7 @@
 """Data-parallel pix2pix on the CPU: 2 processes x 1 thread (gloo) against 1 process x 2 threads (and x 1), same global batch.
 
 Each configuration runs in fresh processes (`OMP_NUM_THREADS` set before torch starts) and times training iterations
-after a warm-up; the 2-process run goes through `gan_callbacks.distributed.launch` and `distrib_fit`, as
+after a warm-up; the 2-process run goes through `gan_callbacks.trainer.distributed.launch` and `distrib_fit`, as
 `gan_callbacks train --nproc 2` does. It also prints what data parallelism communicates per step: the gradients of
 G and D, in MB, for the paper's unet_256 + PatchGAN on 8 GPUs (a paper estimate, not a measurement).
 `python benchmarks/bench_distributed.py [--size 64] [--bs 4] [--iters 20] [--repeats 3]`
@@ -18,9 +18,10 @@ def worker(size, bs, iters, warmup, out):
     "One process of a run: `bs` images per process per iteration; rank 0 writes seconds per iteration to `out`"
     import torch
     from fastai.basics import DataLoaders, Callback, set_seed
-    from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-    from gan_callbacks.pix2pix import pix2pix_learner, unet_depth
-    from gan_callbacks.distributed import distrib_fit, setup_process, num_distrib
+    from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+    from gan_callbacks.gans.pix2pix import pix2pix_learner, unet_depth
+    from fastai.torch_core import num_distrib
+    from gan_callbacks.trainer.distributed import distrib_fit, setup_process
     rank, world = setup_process(), max(num_distrib(), 1)
     set_seed(0)
     n = (warmup + iters) * bs * world
@@ -46,7 +47,7 @@ def run(nproc, threads, a, out):
     args = [__file__, '--worker', '--size', str(a.size), '--bs', str(a.bs // nproc), '--iters', str(a.iters), '--warmup', str(a.warmup), '--out', str(out)]
     if nproc == 1: subprocess.run([sys.executable, *args], env=env, check=True, capture_output=True)
     else:
-        code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from gan_callbacks.distributed import launch; "
+        code = (f"import sys; sys.path.insert(0, {str(ROOT)!r}); from gan_callbacks.trainer.distributed import launch; "
                 f"launch({[sys.executable, *args]!r}, nproc={nproc})")
         subprocess.run([sys.executable, '-c', code], env=env, check=True, capture_output=True)
     return json.loads(Path(out).read_text())
@@ -54,7 +55,7 @@ def run(nproc, threads, a, out):
 
 def comm_estimate():
     "MB of gradients all-reduced per step for the paper's nets, and what a ring all-reduce moves per GPU on 8 GPUs"
-    from gan_callbacks.models import UnetGenerator, PatchDiscriminator
+    from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
     g = sum(p.numel() for p in UnetGenerator(num_downs=8).parameters())
     d = sum(p.numel() for p in PatchDiscriminator().parameters())
     mb = lambda n: n * 4 / 1e6   # float32 gradients

@@ -20,10 +20,10 @@ import torch.nn.functional as F
 from fastai.data.load import DataLoader
 from fastai.data.core import DataLoaders
 
-from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
-from gan_callbacks.hd_losses import VGG19Features, vgg_weights
-from gan_callbacks.labels import one_hot_labels, get_edges
-from gan_callbacks.pix2pixhd import pix2pixhd_learner
+from gan_callbacks.nets.hd_networks import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.nets.hd_losses import VGG19Features, vgg_weights
+from gan_callbacks.data.label_maps import one_hot_labels, get_edges
+from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
 from bench_step import interleave, machine
 
 LR, BETAS, EPS, LAMBDA_FEAT = 2e-4, (0.5, 0.999), 1e-8, 10.

@@ -26,10 +26,10 @@ from fastai.callback.core import Callback, CancelBackwardException, CancelStepEx
 import skimage.data
 from PIL import Image
 
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import pix2pix_learner, Pix2pixTrainer
-from gan_callbacks.samples import make_pair
-from gan_callbacks.precision import maybe_autocast
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import pix2pix_learner, Pix2pixTrainer
+from gan_callbacks.data.samples import make_pair
+from gan_callbacks.trainer.precision import maybe_autocast
 
 logging.getLogger('torch.utils.cpp_extension').setLevel(logging.ERROR)  # "no CUDA runtime" when compiling on the CPU
 
@@ -407,12 +407,12 @@ def print_targets(checks):
 
 def cpu_tag():
     "The CPU's model, family and whether it computes bfloat16 natively: beside every figure, which depends on them"
-    from gan_callbacks.precision import cpu_info
+    from gan_callbacks.trainer.precision import cpu_info
     c = cpu_info()
     return f"{c['model']} family {c['family']}, {'native' if c['native_bf16'] else 'emulated'} bfloat16"
 
 def machine():
-    from gan_callbacks.precision import cpu_info, auto_precision
+    from gan_callbacks.trainer.precision import cpu_info, auto_precision
     c = cpu_info()
     feats = ', '.join(f"{k} {'yes' if v else 'no'}" for k, v in (c['features'] or {}).items()) or 'instruction sets unknown'
     return (f"{c['model']} (family {c['family']}; {feats}; native bfloat16 {c['native_bf16']}; precision auto picks "
@@ -445,7 +445,7 @@ def main():
     if args.loop_only:
         loop = loop_cost(P, args.max_other); lap('loop cost')
         print_targets([loop_target(loop)]); return
-    from gan_callbacks.precision import native_bf16
+    from gan_callbacks.trainer.precision import native_bf16
     if not native_bf16('cpu'): print("this CPU emulates bfloat16: the bf16 variants below run many times slower than fp32 "
                                      "(precision 'auto' trains in fp32 here); --quick keeps the run short\n")
     peak = {'fp32': matmul_gflops(torch.float32, P['mm_n']), 'bf16': matmul_gflops(torch.bfloat16, P['mm_n'])}

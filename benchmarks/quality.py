@@ -29,20 +29,20 @@ warnings.filterwarnings('ignore')
 import torch
 from fastai.torch_core import set_seed
 from fastai.callback.core import Callback
-from gan_callbacks.samples import sample_pairs, sample_unpaired
-from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
-from gan_callbacks.models import UnetGenerator, ResnetGenerator
-from gan_callbacks.pix2pix import pix2pix_learner, unet_depth
-from gan_callbacks.cyclegan import cyclegan_learner
-from gan_callbacks.labels import LabelDataLoaders, sample_labels, colour_labels
-from gan_callbacks.hd_models import GlobalGenerator
-from gan_callbacks.pix2pixhd import pix2pixhd_learner
-from gan_callbacks.runs import true_pairs
-from gan_callbacks.inference import translate_batch
-from gan_callbacks.metrics import psnr, ssim
-from gan_callbacks.swd_metric import swd
-from gan_callbacks.ema import averaged
-from gan_callbacks.guard import NonFiniteError
+from gan_callbacks.data.samples import sample_pairs, sample_unpaired
+from gan_callbacks.data.folders import Pix2pixDataLoaders, UnpairedDataLoaders
+from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator
+from gan_callbacks.gans.pix2pix import pix2pix_learner, unet_depth
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.data.label_maps import LabelDataLoaders, sample_labels, colour_labels
+from gan_callbacks.nets.hd_networks import GlobalGenerator
+from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
+from gan_callbacks.cli.runs import true_pairs
+from gan_callbacks.deploy.inference import translate_batch
+from gan_callbacks.metrics.scores import psnr, ssim
+from gan_callbacks.metrics.swd import swd
+from gan_callbacks.stabilizers.ema import averaged
+from gan_callbacks.trainer.nonfinite import NonFiniteError
 from PIL import Image
 from torchvision.utils import make_grid
 from torchvision.transforms.functional import to_pil_image

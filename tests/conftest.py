@@ -1,6 +1,6 @@
 "Fixtures the test modules share: small image datasets on disk, made once per module."
 import pytest
-from gan_callbacks.samples import sample_pairs, sample_unpaired
+from gan_callbacks.data.samples import sample_pairs, sample_unpaired
 from helpers import run_cli, TINY
 
 @pytest.fixture(scope='module')

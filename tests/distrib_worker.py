@@ -6,14 +6,14 @@ from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, 
 from fastai.data.core import TfmdLists, Datasets
 import fastai.callback.progress  # Learner.no_bar
 from fastai.distributed import rank_distrib
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF, init_weights
-from gan_callbacks.data import UnpairedDL
-from gan_callbacks.gan import AdversarialTrainer, find_trainer
-from gan_callbacks.pix2pix import Pix2pixTrainer
-from gan_callbacks.cyclegan import cyclegan_learner
-from gan_callbacks.cut import cut_learner
-from gan_callbacks.checkpoint import GANCheckpoint
-from gan_callbacks.distributed import DistributedGAN, unwrap
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF, init_weights
+from gan_callbacks.data.folders import UnpairedDL
+from gan_callbacks.trainer.base import AdversarialTrainer, find_trainer
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.gans.cut import cut_learner
+from gan_callbacks.callback.checkpoint import GANCheckpoint
+from gan_callbacks.trainer.distributed import DistributedGAN, unwrap
 
 LR = 1e-3
 

@@ -9,12 +9,12 @@ from fastai.callback.core import Callback
 from fastai.data.core import Transform, DataLoaders
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.fit_one_cycle
-from gan_callbacks.models import UnetGenerator, ResnetGenerator, PatchDiscriminator
-from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
-from gan_callbacks.optim import pix2pix_adam
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_learner
-from gan_callbacks.cyclegan import cyclegan_learner
-from gan_callbacks.cli import main
+from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator, PatchDiscriminator
+from gan_callbacks.data.folders import Pix2pixDataLoaders, UnpairedDataLoaders
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.cli.parser import main
 
 # --- fits, states, the command line
 
@@ -62,7 +62,7 @@ def run_cli(argv):
 def train_options(argv):
     "The keyword arguments `main` hands to `train` for the command line `argv` (a `train` command), without training"
     got = {}
-    with mock.patch('gan_callbacks.commands.train', lambda **kw: got.update(kw)): main([str(a) for a in argv])
+    with mock.patch('gan_callbacks.cli.commands.train', lambda **kw: got.update(kw)): main([str(a) for a in argv])
     return got
 
 class HostReads:

@@ -5,9 +5,9 @@ from pathlib import Path
 import numpy as np
 import pytest, torch
 from PIL import Image
-from gan_callbacks.models import UnetGenerator
-from gan_callbacks.model_folder import write_model_folder
-from gan_callbacks.cli import main
+from gan_callbacks.nets.networks import UnetGenerator
+from gan_callbacks.deploy.model_folder import write_model_folder
+from gan_callbacks.cli.parser import main
 
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
@@ -113,7 +113,7 @@ def upload_pair(page, fn, inst, tries=4):
 def test_page_translates_label_maps_like_the_command_line(tmp_path):
     "A pix2pixHD model trained on label maps and instance maps: the page takes both, gives the command's file, and refuses a photo in one line"
     from playwright.sync_api import sync_playwright
-    from gan_callbacks.hd_models import GlobalGenerator
+    from gan_callbacks.nets.hd_networks import GlobalGenerator
     torch.manual_seed(0)
     folder = write_model_folder(GlobalGenerator(5, 3, ngf=4, n_downsampling=2, n_blocks=1), tmp_path/'labels-model',
                                 dict(size=32, label_nc=4, instance=True), sample=False)

@@ -1,7 +1,7 @@
 "DiffAugment: the reference's functions (data-efficient-gans, DiffAugment_pytorch.py) written out here from their math, equal under the same torch random state; a pair's spatial draws shared."
 import pytest, torch
 import torch.nn.functional as F
-from gan_callbacks.augment import diff_augment, check_policy, rand_translation, rand_cutout
+from gan_callbacks.stabilizers.diffaugment import diff_augment, check_policy, rand_translation, rand_cutout
 
 # --- the reference's math, one draw per image from torch's generator, in the reference's order -----------------------
 def ref_brightness(x): return x + (torch.rand(x.size(0), 1, 1, 1, dtype=x.dtype, device=x.device) - 0.5)

@@ -2,10 +2,11 @@
 import pytest, torch
 from fastai.basics import Learner, DataLoaders, L1LossFlat, set_seed
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
-from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint
-from gan_callbacks.safety import CheckpointError
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.callback.checkpoint import GANCheckpoint, load_checkpoint
+from gan_callbacks.atomic import CheckpointError
 from helpers import fit
 
 
@@ -64,8 +65,8 @@ def test_unwritable_model_dir(tmp_path):
 # data, networks and trainer
 
 from PIL import Image
-from gan_callbacks.data import Pix2pixDataLoaders
-from gan_callbacks.pix2pix import pix2pix_learner
+from gan_callbacks.data.folders import Pix2pixDataLoaders
+from gan_callbacks.gans.pix2pix import pix2pix_learner
 
 def aligned_folder(root, n=4, size=32, bad=None):
     for split in ('train', 'val'):

@@ -7,10 +7,12 @@ from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, 
 from fastai.optimizer import Adam
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.fit_one_cycle
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, NonFiniteError, pix2pix_adam
-from gan_callbacks.checkpoint import GANCheckpoint, load_checkpoint, find_checkpoint
-from gan_callbacks.safety import CheckpointError, atomic_save
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.trainer.nonfinite import NonFiniteError
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.callback.checkpoint import GANCheckpoint, load_checkpoint, find_checkpoint
+from gan_callbacks.atomic import CheckpointError, atomic_save
 
 
 from helpers import flipped_dls as make_dls, make_learner, quiet_fit as run, state as sd, assert_same, Interrupt, RandFlip, default_signals, wait_for
@@ -283,7 +285,7 @@ def test_truncated_and_foreign_files(tmp_path):
 SAVE_LOOP = r'''
 import signal, sys, torch
 from pathlib import Path
-from gan_callbacks.safety import atomic_save, stop_on_sigterm
+from gan_callbacks.atomic import atomic_save, stop_on_sigterm
 obj = {f't{i}': torch.rand(1 << 20) for i in range(24)}   # ~100 MB: a save takes a while
 fn = Path(sys.argv[1])
 try:
@@ -328,8 +330,8 @@ def test_checkpoints_follow_the_umask(tmp_path):
 def test_full_disk_names_the_file_the_space_and_the_last_good_checkpoint(tmp_path, monkeypatch):
     import shutil
     from collections import namedtuple
-    from gan_callbacks import safety
-    from gan_callbacks.safety import CheckpointWriteError
+    from gan_callbacks import atomic as safety
+    from gan_callbacks.atomic import CheckpointWriteError
     run(make_learner(tmp_path, cbs=GANCheckpoint()), n=1)
     models, usage = tmp_path/'models', namedtuple('usage', 'total used free')
     monkeypatch.setattr(safety.shutil, 'disk_usage', lambda d: usage(10**6, 10**6 - 5000, 5000))   # 5000 bytes left
@@ -423,7 +425,7 @@ def test_keep_best_and_early_stop_resume_as_uninterrupted(tmp_path):
     "The best weights and the patience count survive an interrupt, whether the best is the checkpoint's own epoch or an earlier one"
     import numpy as np
     from fastai.metrics import ValueMetric
-    from gan_callbacks.loggers import KeepBest, EarlyStop
+    from gan_callbacks.callback.loggers import KeepBest, EarlyStop
     scores = [0.5, 0.3, 0.6, 0.4]   # best at epoch 1; epochs 2 and 3 do not improve
     def fit(path, interrupt=None, resume=False):
         learn = make_learner(path)

@@ -5,10 +5,10 @@ import numpy as np
 import pytest, torch
 from PIL import Image
 from fastai.learner import load_learner
-from gan_callbacks.cli import main
-from gan_callbacks.show import image_grid
-from gan_callbacks.inference import translate_image
-from gan_callbacks.samples import sample_pairs, sample_unpaired
+from gan_callbacks.cli.parser import main
+from gan_callbacks.callback.grids import image_grid
+from gan_callbacks.deploy.inference import translate_image
+from gan_callbacks.data.samples import sample_pairs, sample_unpaired
 from helpers import run_cli as run, train_options
 
 
@@ -109,7 +109,7 @@ def test_image_grid_shapes():
 
 def test_image_grid_labels_title_and_scale():
     import numpy as np
-    from gan_callbacks.show import display_scale
+    from gan_callbacks.callback.grids import display_scale
     assert [display_scale(h) for h in (32, 64, 100, 128, 256)] == [4, 2, 1, 1, 1]
     t = torch.rand(3, 8, 8)*2-1
     g = np.asarray(image_grid([[t, -t, t]]*2, pad=1, labels=('input', 'output', 'target'), title='epoch 1', scale=4))
@@ -125,7 +125,7 @@ def test_image_grid_labels_title_and_scale():
 def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
     import numpy as np
     rows = list(csv.DictReader(open(trained/'history.csv')))
-    from gan_callbacks.show import SampleGrid
+    from gan_callbacks.callback.grids import SampleGrid
     from types import SimpleNamespace
     g = SampleGrid()
     rec = SimpleNamespace(metric_names=['epoch', 'train_loss', 'valid_loss', 'time'], log=[1, 0.5, float(rows[1]['valid_loss']), '00:01'])
@@ -134,7 +134,7 @@ def test_sample_grid_title_has_the_epoch_and_its_valid_loss(trained):
 
 
 def test_speed_options_reach_the_trainer(tiny, tmp_path):
-    from gan_callbacks.runs import train
+    from gan_callbacks.cli.runs import train
     args = train_options(['train', '--sample', '--channels-last', '--compile'])
     assert args['channels_last'] is True and args['compile'] is True
     learn = train(data=tiny, out=tmp_path, epochs=1, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1,
@@ -176,7 +176,7 @@ def test_translate_reads_a_checkpoint_and_names_a_file_it_cannot_use(trained, tm
 
 
 def test_ctrl_c_in_translate_exits_130(trained, tiny, tmp_path, capsys, monkeypatch):
-    import gan_callbacks.inference as inference   # translate's path to each image: translate_file -> translate_image
+    import gan_callbacks.deploy.inference as inference   # translate's path to each image: translate_file -> translate_image
     calls = []
     def translate_image(*args, **kwargs):
         calls.append(1)
@@ -189,7 +189,7 @@ def test_ctrl_c_in_translate_exits_130(trained, tiny, tmp_path, capsys, monkeypa
 
 
 def test_resume_command():
-    from gan_callbacks.commands import resume_command
+    from gan_callbacks.cli.commands import resume_command
     argv = ['train', '--data', 'my data', '--resume', 'old.pth', '--epochs', '3', '--resume', '--bs=2', '--resume=x']
     assert resume_command(argv, 'o/c/gan_interrupted.pth') == \
         "gan_callbacks train --data 'my data' --epochs 3 --bs=2 --resume o/c/gan_interrupted.pth"
@@ -199,10 +199,10 @@ def test_resume_command():
 def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
     "A run with stdout sent to a file: a line per epoch, no bars; SIGINT after the first epoch: one line, exit 130, a loadable checkpoint"
     import shlex, signal, time
-    from gan_callbacks.checkpoint import load_checkpoint
-    from gan_callbacks.data import Pix2pixDataLoaders
-    from gan_callbacks.models import UnetGenerator
-    from gan_callbacks.pix2pix import pix2pix_learner
+    from gan_callbacks.callback.checkpoint import load_checkpoint
+    from gan_callbacks.data.folders import Pix2pixDataLoaders
+    from gan_callbacks.nets.networks import UnetGenerator
+    from gan_callbacks.gans.pix2pix import pix2pix_learner
     tiny = sample_pairs(tmp_path/'sample', n_train=16, n_valid=2, size=32)   # epochs of 16 batches: time to land in one
     out, log = tmp_path/'run', tmp_path/'run.log'
     argv = ['train', '--data', str(tiny), '--out', str(out), '--epochs', '50', '--epochs-decay', '0', '--bs', '1',
@@ -335,13 +335,13 @@ def test_pix2pix_generator_has_no_BtoA(trained, tiny, tmp_path, capsys):
 
 def test_each_models_defaults_are_read_from_its_trainer(capsys):
     "Each model's defaults are stated once, in its trainer's signature: the runs, the options' help and the GAN modes read them"
-    from gan_callbacks.runs import Pix2pixRun, CycleGANRun, CUTRun, Pix2pixHDRun, train_runs, defaults_of
-    from gan_callbacks.pix2pixhd import Pix2pixHDTrainer
-    from gan_callbacks.pix2pix import Pix2pixTrainer
-    from gan_callbacks.cyclegan import CycleGANTrainer
-    from gan_callbacks.cut import CUTTrainer, cut_modes
-    from gan_callbacks.losses import gan_modes
-    from gan_callbacks.inference import reference_test_mode
+    from gan_callbacks.cli.runs import Pix2pixRun, CycleGANRun, CUTRun, Pix2pixHDRun, train_runs, defaults_of
+    from gan_callbacks.gans.pix2pixhd import Pix2pixHDTrainer
+    from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+    from gan_callbacks.gans.cyclegan import CycleGANTrainer
+    from gan_callbacks.gans.cut import CUTTrainer, cut_modes
+    from gan_callbacks.nets.losses import gan_modes
+    from gan_callbacks.deploy.inference import reference_test_mode
     for r, t in ((Pix2pixRun, Pix2pixTrainer), (CycleGANRun, CycleGANTrainer), (CUTRun, CUTTrainer), (Pix2pixHDRun, Pix2pixHDTrainer)):
         rd, td = defaults_of(r), defaults_of(t)
         assert {k: rd[k] for k in rd if k in td and k != 'test_mode'} == {k: td[k] for k in rd if k in td and k != 'test_mode'}
@@ -358,7 +358,7 @@ def test_each_models_defaults_are_read_from_its_trainer(capsys):
 def test_cut_summary_names_its_one_generator():
     "CycleGAN's and CUT's runs share one summary, each naming its own generator and directions"
     from types import SimpleNamespace
-    from gan_callbacks.runs import CycleGANRun, CUTRun
+    from gan_callbacks.cli.runs import CycleGANRun, CUTRun
     grid = SimpleNamespace(files=[Path('samples_epoch000.png')])
     learn = SimpleNamespace(recorder=SimpleNamespace(values=[[1.]]))
     for r, g, d in ((CycleGANRun(), 'G_A', True), (CUTRun(), 'G', False)):
@@ -368,8 +368,8 @@ def test_cut_summary_names_its_one_generator():
 
 def test_one_direction_generators_name_themselves_for_BtoA(tmp_path, capsys):
     "`--direction BtoA` with a CUT generator: refused, naming what the file holds, not calling it pix2pix"
-    from gan_callbacks.models import ResnetGenerator
-    from gan_callbacks.model_folder import write_model_folder
+    from gan_callbacks.nets.networks import ResnetGenerator
+    from gan_callbacks.deploy.model_folder import write_model_folder
     G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
     write_model_folder(G, tmp_path/'cut', dict(size=32, test_mode='eval'))
     Image.new('RGB', (16, 16)).save(tmp_path/'x.png')
@@ -378,7 +378,7 @@ def test_one_direction_generators_name_themselves_for_BtoA(tmp_path, capsys):
     assert 'translates A -> B only' in err and 'ResnetGenerator' in err and 'pix2pix' not in err and len(err.splitlines()) == 1
 
 def test_train_help_names_every_model(capsys):
-    from gan_callbacks.runs import train_runs
+    from gan_callbacks.cli.runs import train_runs
     with pytest.raises(SystemExit): main(['train', '--help'])
     out = capsys.readouterr().out
     description = out.split('\n\n')[1]   # after the usage, before the options
@@ -401,7 +401,7 @@ def _fresh(code):
                                   ['app', '--help'], ['evaluate', '--help'], ['env', '--help'], ['train', '--bs', 'x']])
 def test_help_version_and_parse_errors_import_neither_torch_nor_fastai(argv):
     "Parsed first: what needs no work answers without importing torch or fastai (seconds each), from the library's stated defaults"
-    r = _fresh(f"import sys\nfrom gan_callbacks.cli import main\ntry: main({argv!r})\nexcept SystemExit as e: print('exit', e.code)\n"
+    r = _fresh(f"import sys\nfrom gan_callbacks.cli.parser import main\ntry: main({argv!r})\nexcept SystemExit as e: print('exit', e.code)\n"
                "print(sorted(m for m in ('torch', 'fastai', 'numpy') if m in sys.modules))")
     assert r.stdout.rstrip().endswith('[]'), r.stdout + r.stderr
     assert ('exit 2' if 'x' in argv else 'exit 0') in r.stdout
@@ -419,13 +419,13 @@ def test_version_starts_at_once():
 
 def test_cli_facts_are_what_the_library_states():
     "The parser's copy of the defaults (cli_facts.json) is current; a stale one fails here and in `make check-export`"
-    from gan_callbacks.cli import read_cli_facts, cli_facts_file
-    from gan_callbacks.commands import cli_facts, write_cli_facts
+    from gan_callbacks.cli.parser import read_cli_facts, cli_facts_file
+    from gan_callbacks.cli.commands import cli_facts, write_cli_facts
     assert read_cli_facts() == cli_facts() and write_cli_facts(cli_facts_file, check=True)
 
 def test_cli_states_the_librarys_defaults(capsys, monkeypatch):
     "A default changed in the library reaches the help through the facts: here the precision and a model's lambda"
-    from gan_callbacks import cli
+    from gan_callbacks.cli import parser as cli
     f = json.loads(cli.cli_facts_file.read_text())
     f['defaults']['train']['precision'], f['models']['pix2pix']['lambda_l1'] = 'fp32', 42.
     monkeypatch.setattr(cli, 'read_cli_facts', lambda: f)
@@ -434,7 +434,7 @@ def test_cli_states_the_librarys_defaults(capsys, monkeypatch):
     assert 'needs CUDA (default: fp32)' in out and 'L1 term (default 42)' in out
 
 def test_env_says_what_auto_picks(capsys):
-    from gan_callbacks.precision import auto_precision
+    from gan_callbacks.trainer.precision import auto_precision
     assert run(['env']) == 0
     out = capsys.readouterr().out
     assert out.startswith(f'gan_callbacks ') and f'torch {torch.__version__}' in out and 'CPU: ' in out
@@ -447,7 +447,7 @@ def test_env_says_what_auto_picks(capsys):
 @pytest.mark.parametrize('asked', ['auto', 'bf16'])
 def test_train_precision_is_said_and_recorded(tiny, tmp_path, capsys, monkeypatch, native, asked):
     "auto picks by the CPU (faked) and says why; an explicit bf16 where it is emulated warns in one line; summary.json and the model folder record both"
-    from gan_callbacks import precision
+    from gan_callbacks.trainer import precision
     monkeypatch.setattr(precision, '_cpu_bf16', lambda: native)
     code = run(['train', '--data', tiny, '--out', tmp_path, '--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36,
                 '--crop-size', 32, '--ngf', 8, '--n-samples', 1, '--precision', asked])

@@ -2,8 +2,8 @@
 import json, os, pickle, shlex, signal, socket, subprocess, sys
 from pathlib import Path
 import pytest, torch
-from gan_callbacks.cli import main
-from gan_callbacks.samples import sample_pairs
+from gan_callbacks.cli.parser import main
+from gan_callbacks.data.samples import sample_pairs
 from helpers import default_signals, wait_for, run_cli as run, one_line, TINY
 
 EXE = str(Path(sys.executable).parent/'gan_callbacks')
@@ -127,8 +127,8 @@ def test_unwritable_places_are_one_line(trained, tiny, tmp_path, capsys):
         assert line.startswith(f'gan_callbacks {argv[0]}: error: ') and str(blocker) in line, line
 
 def test_oserror_and_checkpoint_error_reaching_main(tiny, tmp_path, capsys, monkeypatch):
-    from gan_callbacks import commands as cli   # where each command runs
-    from gan_callbacks.safety import CheckpointError
+    from gan_callbacks.cli import commands as cli   # where each command runs
+    from gan_callbacks.atomic import CheckpointError
     def boom(**kwargs): raise PermissionError(13, 'Permission denied', str(tmp_path/'x.png'))
     monkeypatch.setattr(cli, 'translate', boom)
     assert run(['translate', '--model', 'm', '--input', 'i', '--output', 'o']) == 2

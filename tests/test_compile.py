@@ -5,13 +5,13 @@ import pytest, torch
 from fastai.basics import Learner, DataLoaders, Callback, set_seed
 from fastai.losses import L1LossFlat
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF
-from gan_callbacks.optim import pix2pix_adam
-from gan_callbacks.pix2pix import Pix2pixTrainer
-from gan_callbacks.cyclegan import cyclegan_learner
-from gan_callbacks.cut import cut_learner
-from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
-from gan_callbacks.pix2pixhd import pix2pixhd_learner
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.gans.cut import cut_learner
+from gan_callbacks.nets.hd_networks import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
 from gan_callbacks.internals import compiled_graphs, is_compiled
 from helpers import Unpaired
 

@@ -5,7 +5,7 @@ import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, SGD, Adam, Callback, set_seed, load_learner, mae
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.core import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS, skip_update
+from gan_callbacks.v1.bridge import StateDictCallback, StateDictControl, V1_KEYS, V1_EVENTS, skip_update
 
 
 from helpers import synth_learner as synth_regression, synth_fit as fit

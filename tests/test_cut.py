@@ -9,12 +9,12 @@ from fastai.basics import Learner, DataLoaders, Callback, set_seed
 from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
-from gan_callbacks.models import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
-from gan_callbacks.losses import PatchNCELoss
-from gan_callbacks.optim import pix2pix_adam
-from gan_callbacks.gan import AdversarialTrainer
-from gan_callbacks.cut import CUTTrainer, cut_learner, cut_modes
-from gan_callbacks.checkpoint import GANCheckpoint
+from gan_callbacks.nets.networks import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
+from gan_callbacks.nets.losses import PatchNCELoss
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.trainer.base import AdversarialTrainer
+from gan_callbacks.gans.cut import CUTTrainer, cut_learner, cut_modes
+from gan_callbacks.callback.checkpoint import GANCheckpoint
 from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, state, assert_close, run_cli as cli
 
 
@@ -349,8 +349,8 @@ CUT_TINY = ['--epochs', 1, '--epochs-decay', 1, '--bs', 2, '--load-size', 36, '-
 
 @pytest.mark.parametrize('model', ['cut', 'fastcut'])
 def test_cli_trains_cut_and_its_generator_translates(model, tmp_path):
-    from gan_callbacks.samples import sample_unpaired
-    from gan_callbacks.interop import load_generator
+    from gan_callbacks.data.samples import sample_unpaired
+    from gan_callbacks.deploy.interop import load_generator
     from PIL import Image
     data = sample_unpaired(tmp_path/'unpaired', n_train=4, n_test=2, size=32)
     out = tmp_path/'o'
@@ -377,8 +377,8 @@ def test_cli_refuses_other_models_options(tmp_path, capsys):
 @pytest.mark.parametrize('model,schedule', [('pix2pix', (100, 100)), ('cyclegan', (100, 100)), ('cut', (200, 200)), ('fastcut', (150, 50))])
 def test_cli_schedule_defaults_to_the_models_own(model, schedule, tmp_path, monkeypatch):
     "Without --epochs/--epochs-decay a run gets its reference's schedule (CUT's and FastCUT's from `cut_modes`); given ones win"
-    import gan_callbacks.runs as runs
-    from gan_callbacks.samples import sample_pairs, sample_unpaired
+    import gan_callbacks.cli.runs as runs
+    from gan_callbacks.data.samples import sample_pairs, sample_unpaired
     class Fitted(Exception): pass
     seen = []
     def fit(learn, ckpt, fit, epochs, epochs_decay, **kw): seen.append((epochs, epochs_decay)); raise Fitted()

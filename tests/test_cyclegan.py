@@ -7,11 +7,11 @@ from fastai.basics import Learner, DataLoaders, Callback, set_seed, L
 from fastai.optimizer import SGD
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # Learner.lr_find
-from gan_callbacks.models import ResnetGenerator, PatchDiscriminator
-from gan_callbacks.gan import AdversarialTrainer
-from gan_callbacks.optim import pix2pix_adam
-from gan_callbacks.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
-from gan_callbacks.checkpoint import GANCheckpoint
+from gan_callbacks.nets.networks import ResnetGenerator, PatchDiscriminator
+from gan_callbacks.trainer.base import AdversarialTrainer
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
+from gan_callbacks.callback.checkpoint import GANCheckpoint
 from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, cyclegan_nets as nets, \
     state, assert_close, cyclegan_resume_learner as resume_learner
 

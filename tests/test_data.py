@@ -16,9 +16,9 @@ from fastai.torch_core import TensorImage, set_seed
 from fastai.data.load import fa_collate
 from fastai.vision.core import PILImage
 
-from gan_callbacks.images import *
-from gan_callbacks.samples import *
-from gan_callbacks.data import *
+from gan_callbacks.data.images import *
+from gan_callbacks.data.samples import *
+from gan_callbacks.data.folders import *
 
 BICUBIC = Image.Resampling.BICUBIC
 
@@ -79,7 +79,7 @@ def test_new_empty_keeps_attributes(tmp_path):
 
 def test_batches_copied_to_the_device_without_blocking(tmp_path, monkeypatch):
     "Same batches as fastai's own `TfmdDL` (same shuffle and augmentation), copied with `non_blocking=True`"
-    import gan_callbacks.loader as loader
+    import gan_callbacks.data.fast_loader as loader
     from fastai.data.core import TfmdDL
     dls = Pix2pixDataLoaders.from_folder(make_aligned(tmp_path, n_train=6), load_size=18, crop_size=16, bs=2, seed=0)
     assert type(dls.train) is type(dls.valid) is Pix2pixDL
@@ -311,7 +311,7 @@ def test_one_decode_per_item(tmp_path, monkeypatch):
     "An aligned A|B file is opened once per item, for both of its halves (and once per image of an unpaired item)"
     root = make_aligned(tmp_path, n_train=4)
     dls = Pix2pixDataLoaders.from_folder(root, load_size=14, crop_size=12, bs=2)
-    import gan_callbacks.data as data
+    import gan_callbacks.data.folders as data
     opened, open_, decode = [], Image.open, data.decode_file
     monkeypatch.setattr(Image, 'open', lambda fn, *a, **k: opened.append(fn) or open_(fn, *a, **k))
     monkeypatch.setattr(data, 'decode_file', lambda fn, *a, **k: opened.append(fn) or decode(fn, *a, **k))
@@ -326,7 +326,7 @@ def test_jpeg_decoded_at_reduced_scale(tmp_path, monkeypatch):
     for split in ('train', 'val'):
         (tmp_path/split).mkdir()
         Image.fromarray(np.concatenate([photo, photo[:, ::-1]], 1)).save(tmp_path/split/'0.jpg', quality=95)
-    import gan_callbacks.data as data
+    import gan_callbacks.data.folders as data
     def wh(im): return im.size if isinstance(im, Image.Image) else (im.shape[-1], im.shape[-2])   # PIL image or (C, H, W) tensor
     sizes, decode = [], data.decode_file
     monkeypatch.setattr(data, 'decode_file', lambda fn, size=None: sizes.append(wh(s := decode(fn, size))) or s)
@@ -359,7 +359,7 @@ def test_general_path_for_other_images():
 def test_workers_default(tmp_path):
     "No workers on the CPU; on CUDA one per core, pinned memory, and workers kept across epochs"
     from fastai.torch_core import defaults
-    from gan_callbacks.loader import loader_defaults
+    from gan_callbacks.data.fast_loader import loader_defaults
     root = make_aligned(tmp_path)
     for cls, r in ((Pix2pixDataLoaders, root), (UnpairedDataLoaders, make_domains(tmp_path/'u'))):
         for dl in cls.from_folder(r, load_size=14, crop_size=12, device='cpu').loaders:
@@ -735,7 +735,7 @@ def test_unpaired_epoch_is_the_larger_domain(tmp_path):
 def test_decode_file_gives_pillows_pixels(tmp_path, monkeypatch, name, mode, kw, fast, png):
     """`decode_file` decodes 8-bit gray/RGB/RGBA JPEGs and PNGs to tensors (torchvision, or libspng for PNGs) and leaves
     every other file to Pillow; either way `in_mode` gives exactly Pillow's pixels in every mode the loaders ask for"""
-    import gan_callbacks.images as images
+    import gan_callbacks.data.images as images
     if png == 'libspng': assert images.pyspng is not None, 'pyspng (a dev requirement) is not installed'
     else: monkeypatch.setattr(images, 'pyspng', None)
     fn, im = tmp_path/name, smooth(24, 40).convert(mode)

@@ -3,9 +3,9 @@ import json
 import numpy as np
 import pytest, torch
 from PIL import Image
-from gan_callbacks.cli import main
-from gan_callbacks.images import read_image, write_image
-from gan_callbacks.data import deep_dataloaders
+from gan_callbacks.cli.parser import main
+from gan_callbacks.data.images import read_image, write_image
+from gan_callbacks.data.folders import deep_dataloaders
 from helpers import run_cli as run
 
 
@@ -34,8 +34,8 @@ def test_16_bit_png_trains_and_comes_back_with_16_bits(tmp_path):
     y = np.asarray(got)
     assert y.max() > 255 and len(np.unique(y)) > 256   # 16-bit values, not 8 bits scaled up
     # the same through the library: the file holds exactly the network's output at 16 bits
-    from gan_callbacks.interop import load_generator
-    from gan_callbacks.inference import run_padded
+    from gan_callbacks.deploy.interop import load_generator
+    from gan_callbacks.deploy.inference import run_padded
     G = load_generator(out/'generator', device='cpu')
     want = np.round(((run_padded(G, read_image(src)[0][None], 'eval')[0].clamp(-1, 1) + 1) / 2 * 65535).numpy()).astype(np.uint16)[0]
     np.testing.assert_array_equal(y, want)
@@ -58,7 +58,7 @@ def test_five_channel_npy_trains_and_translates(tmp_path):
     assert y.shape == (32, 32, 3) and y.dtype == np.float32 and 0 <= y.min() and y.max() <= 1
 
 def test_a_mix_the_model_cannot_take(tmp_path, capsys):
-    from gan_callbacks.models import UnetGenerator
+    from gan_callbacks.nets.networks import UnetGenerator
     torch.save(UnetGenerator(in_ch=3, num_downs=5, ngf=4).state_dict(), tmp_path/'g.pth')
     np.save(tmp_path/'five.npy', np.zeros((32, 32, 5), np.float32))
     assert run(['translate', '--model', tmp_path/'g.pth', '--input', tmp_path/'five.npy', '--output', tmp_path/'o']) == 2
@@ -70,7 +70,7 @@ def test_a_mix_the_model_cannot_take(tmp_path, capsys):
 @pytest.mark.parametrize('layout', ['aligned', 'separate'])
 def test_from_folder_refuses_16_bit_images_it_would_blank(tmp_path, layout):
     "16-bit grey PNGs through `Pix2pixDataLoaders.from_folder` became constant white: refused, naming the file and `deep_dataloaders`"
-    from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
+    from gan_callbacks.data.folders import Pix2pixDataLoaders, UnpairedDataLoaders
     rng = np.random.default_rng(0)
     for k in range(4):
         a = rng.integers(0, 65536, (32, 32), dtype=np.uint16)

@@ -4,8 +4,8 @@ from pathlib import Path
 import pytest, torch
 from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
 from fastai.callback.core import Callback
-from gan_callbacks.distributed import launch
-from gan_callbacks.checkpoint import load_checkpoint
+from gan_callbacks.trainer.distributed import launch
+from gan_callbacks.callback.checkpoint import load_checkpoint
 sys.path.insert(0, str(Path(__file__).parent))
 from distrib_worker import make_learner, make_cyclegan, make_cut, items, nets, trainer, tiny_d, LR
 from helpers import fit as quiet
@@ -109,8 +109,8 @@ def test_resume_on_one_process(run, one_process):
 
 def test_a_trainer_adds_distributed_gan_once(tmp_path):
     "Given to the `Learner`, or added later: `DistributedGAN` comes with the trainer, once"
-    from gan_callbacks.distributed import DistributedGAN
-    from gan_callbacks.pix2pix import Pix2pixTrainer
+    from gan_callbacks.trainer.distributed import DistributedGAN
+    from gan_callbacks.gans.pix2pix import Pix2pixTrainer
     count = lambda learn: sum(isinstance(cb, DistributedGAN) for cb in learn.cbs)
     assert count(make_learner(tmp_path, seed=0, dgan=False)) == 1 and count(make_learner(tmp_path, seed=0)) == 1
     learn = make_learner(tmp_path, seed=0, dgan=False)
@@ -229,7 +229,7 @@ def test_cut_ranks_identical_with_the_sampler_shared(cut_run):
 
 
 def test_accelerate_launch_on_the_cpu_needs_multi_gpu(tmp_path):
-    "As `12_distributed` says: `accelerate launch --cpu --num_processes 2` starts one process, `--multi_gpu --num_processes 2` two"
+    "As `06l_distributed` says: `accelerate launch --cpu --num_processes 2` starts one process, `--multi_gpu --num_processes 2` two"
     import os, subprocess
     script = tmp_path/'world.py'
     script.write_text("from fastai.torch_core import num_distrib, rank_distrib\nprint('world', num_distrib(), rank_distrib(), flush=True)\n")

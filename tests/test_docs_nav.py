@@ -10,12 +10,12 @@ def test_nav_reading_order():
     "Notebooks go to their sections in number order; a notebook no section names still gets a page"
     pytest.importorskip('execnb', reason="tools/docs.py reads notebooks with execnb (the dev extra)")
     from docs import make_nav
-    titles = {'03_cyclegan': 'CycleGAN', '02a_models': 'Models', '02_pix2pix': 'Pix2pix', '04_cut': 'CUT',
-              '06_data': 'Data', '00_your_data': 'Your data', '99_new': 'New'}
+    titles = {'02b_cyclegan': 'CycleGAN', '03a_networks': 'Models', '02a_pix2pix': 'Pix2pix', '02c_cut': 'CUT',
+              '04a_folders': 'Data', '00_your_data': 'Your data', '99_new': 'New'}
     nav = make_nav(titles)
     assert [list(o)[0] for o in nav] == ['Get started', 'pix2pix', 'CycleGAN', 'CUT', 'Your own data', 'More']
     assert nav[0]['Get started'] == [{'Home': 'index.md'}, {'Your data': '00_your_data.ipynb'}]
-    assert nav[1]['pix2pix'] == [{'Pix2pix': '02_pix2pix.ipynb'}, {'Models': '02a_models.ipynb'}]
+    assert nav[1]['pix2pix'] == [{'Pix2pix': '02a_pix2pix.ipynb'}, {'Models': '03a_networks.ipynb'}]
     assert nav[-1]['More'] == [{'New': '99_new.ipynb'}]
 
 def test_every_notebook_has_a_section_in_number_order():
@@ -40,6 +40,6 @@ def test_links_to_the_readme_notebook_go_to_the_home_page():
     "A notebook's link to `index.ipynb` (the README's source) becomes the site's home page, anchors kept"
     pytest.importorskip('execnb', reason="tools/docs.py reads notebooks with execnb (the dev extra)")
     from docs import page_names
-    pages = page_names([root/'nbs'/'03_cyclegan.ipynb'])
+    pages = page_names([root/'nbs'/'02b_cyclegan.ipynb'])
     assert pages['index.ipynb'] == 'index.html'
-    assert pages['03_cyclegan.ipynb'] == pages['cyclegan.html'] == '03_cyclegan.html'
+    assert pages['02b_cyclegan.ipynb'] == pages['cyclegan.html'] == '02b_cyclegan.html'

@@ -4,9 +4,10 @@ import pytest, torch
 import torch.nn.functional as F
 from fastai.basics import Callback, Learner
 from fastai.callback.tracker import SaveModelCallback
-from gan_callbacks.ema import GeneratorEMA, ema_beta, ema_update
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
-from gan_callbacks.cyclegan import CycleGANTrainer
+from gan_callbacks.stabilizers.ema import GeneratorEMA, ema_beta, ema_update
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.cyclegan import CycleGANTrainer
 from helpers import batches, paired_dls as make_dls, pix2pix_nets as nets, fit, state
 
 class Steps(Callback):
@@ -83,7 +84,7 @@ def test_skip_keeps_the_average():
 def test_checkpoint_resume_is_exact(tmp_path):
     "Interrupted and resumed from a `GANCheckpoint`: the same average as without the interruption"
     from helpers import make_learner, quiet_fit as run, Interrupt
-    from gan_callbacks.checkpoint import GANCheckpoint
+    from gan_callbacks.callback.checkpoint import GANCheckpoint
     ref = make_learner(tmp_path/'ref', cbs=[ref_ema := GeneratorEMA(ema_kimg=0.02, ema_rampup=0.5)])
     run(ref)
     learn = make_learner(tmp_path, cbs=[GANCheckpoint(), Interrupt(epoch=2, batch=1), GeneratorEMA(ema_kimg=0.02, ema_rampup=0.5)])

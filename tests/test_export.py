@@ -3,9 +3,9 @@ import numpy as np, pytest, torch
 from pathlib import Path
 from PIL import Image
 from fastai.vision.all import DataBlock, ImageBlock, Resize, Normalize, IndexSplitter, Learner, L1LossFlat, load_learner, Transform
-import gan_callbacks.data   # registers how function transforms pickle
-from gan_callbacks.models import UnetGenerator
-from gan_callbacks.pix2pix import Pix2pixTrainer
+import gan_callbacks.data.folders   # registers how function transforms pickle
+from gan_callbacks.nets.networks import UnetGenerator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
 
 
 def left(fn):

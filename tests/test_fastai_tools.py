@@ -4,8 +4,8 @@ import pytest, torch
 from fastai.basics import Learner, Callback, L1LossFlat
 from fastai.callback.progress import CSVLogger
 import fastai.callback.schedule  # Learner.lr_find
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import pix2pix_learner
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import pix2pix_learner
 from helpers import batches, paired_dls as make_dls, pix2pix_on, tiny_cyclegan
 
 
@@ -37,10 +37,10 @@ def test_failed_fit_leaves_the_loggers_as_they_were(tmp_path, exc):
 
 from PIL import Image
 from fastai.vision.all import PILImage, DataBlock, ImageBlock, IntToFloatTensor, Normalize, get_image_files, RandomSplitter
-from gan_callbacks.data import Pix2pixDataLoaders, UnpairedDataLoaders
-from gan_callbacks.samples import sample_pairs, sample_unpaired
-from gan_callbacks.models import ResnetGenerator
-from gan_callbacks.cyclegan import cyclegan_learner
+from gan_callbacks.data.folders import Pix2pixDataLoaders, UnpairedDataLoaders
+from gan_callbacks.data.samples import sample_pairs, sample_unpaired
+from gan_callbacks.nets.networks import ResnetGenerator
+from gan_callbacks.gans.cyclegan import cyclegan_learner
 
 def red_blue(fn, w=64, h=32):
     "A `w` x `h` image, left half red, right half blue"
@@ -143,7 +143,7 @@ def test_cyclegan_test_dl_of_files_strings_and_images(unpaired, tmp_path):
 def test_fastais_tensorboard_callback_runs_beside_the_trainers(pairs, unpaired, tmp_path):
     from fastai.callback.tensorboard import TensorBoardCallback
     from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-    from gan_callbacks.pix2pix import pix2pix_adam
+    from gan_callbacks.trainer.optim import pix2pix_adam
     def tags(d):
         ea = EventAccumulator(str(d)); ea.Reload()
         return ea.Tags()
@@ -219,7 +219,7 @@ def test_save_model_callback_keeps_the_cyclegan_discriminators(unpaired, tmp_pat
 def test_trackers_know_the_direction_of_every_column(pairs, tmp_path):
     import numpy as np
     from fastai.callback.tracker import SaveModelCallback, EarlyStoppingCallback
-    from gan_callbacks.metrics import PSNR
+    from gan_callbacks.metrics.scores import PSNR
     learn = pix2pix_on(pairs, metrics=[PSNR()]); learn.path = tmp_path
     cbs = [SaveModelCallback(monitor=m, fname=m) for m in ('g_l1', 'd_fake', 'psnr')] + [EarlyStoppingCallback(monitor='g_l1', patience=5)]
     with contextlib.redirect_stdout(io.StringIO()): learn.fit(3, 1e-3, cbs=cbs)
@@ -243,7 +243,7 @@ def test_summary_shows_both_players_and_lr_find_prints_no_table(pairs):
 
 def test_cut_predict_get_preds_and_show_results(unpaired):
     "CUT's G translates A: `get_preds` gives G(A) in eval mode, `predict` a file, `show_results` its rows"
-    from gan_callbacks.cut import cut_learner
+    from gan_callbacks.gans.cut import cut_learner
     dls = UnpairedDataLoaders.from_folder(unpaired, load_size=32, crop_size=32, bs=2, valid='test', device='cpu')
     torch.manual_seed(0)
     G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
@@ -264,7 +264,7 @@ def test_cut_predict_get_preds_and_show_results(unpaired):
 # --- CUT: predict at any size, TensorBoard's graph tracing
 
 def tiny_cut(path, mode='cut', **kw):
-    from gan_callbacks.cut import cut_learner
+    from gan_callbacks.gans.cut import cut_learner
     dls = UnpairedDataLoaders.from_folder(path, load_size=32, crop_size=32, bs=2, valid='test', device='cpu')
     torch.manual_seed(0)
     G = ResnetGenerator(3, 3, ngf=4, n_blocks=1, antialias=True, antialias_up=True)
@@ -309,7 +309,8 @@ def test_pix2pix_learner_on_grayscale_datablock(pairs):
 # --- a plain Learner with a trainer saves and loads the discriminators
 
 def test_plain_learner_with_a_trainer_keeps_the_discriminator(pairs, tmp_path):
-    from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
+    from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+    from gan_callbacks.trainer.optim import pix2pix_adam
     dls = Pix2pixDataLoaders.from_folder(pairs, load_size=32, crop_size=32, bs=2, device='cpu')
     def plain(seed):
         torch.manual_seed(seed)
@@ -343,8 +344,8 @@ def test_plain_learner_with_a_trainer_keeps_the_discriminator(pairs, tmp_path):
 
 from fastai.basics import DataLoaders
 from fastai.callback.training import GradientAccumulation, GradientClip
-from gan_callbacks.cut import cut_learner
-from gan_callbacks.models import PatchSampleF
+from gan_callbacks.gans.cut import cut_learner
+from gan_callbacks.nets.networks import PatchSampleF
 from fastai.optimizer import SGD
 from helpers import Unpaired
 
@@ -375,7 +376,7 @@ def quiet_fit(learn, n=1, lr=1e-3, **kw):
         warnings.simplefilter('ignore'); learn.fit(n, lr, **kw)
 
 def trainer(learn):
-    from gan_callbacks.gan import find_trainer
+    from gan_callbacks.trainer.base import find_trainer
     return find_trainer(learn)
 
 def assert_states_close(a, b, atol=1e-4):   # float sums in another order differ by ~5e-5 relative; two SGD steps at lr 0.1 move weights by 0.3; skipping accumulation, by 1

@@ -3,12 +3,13 @@ import pytest, torch
 import torch.nn.functional as F
 from fastai.basics import Learner, DataLoaders, L1LossFlat, set_seed, L
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.models import UnetGenerator, ResnetGenerator, PatchDiscriminator, init_weights
-from gan_callbacks.hd_models import MultiscaleDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_learner, pix2pix_adam
-from gan_callbacks.cyclegan import cyclegan_learner
-from gan_callbacks.cut import cut_learner
-from gan_callbacks.checkpoint import GANCheckpoint
+from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator, PatchDiscriminator, init_weights
+from gan_callbacks.nets.hd_networks import MultiscaleDiscriminator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.gans.cut import cut_learner
+from gan_callbacks.callback.checkpoint import GANCheckpoint
 from helpers import Interrupt, RandFlip, unpaired_resume_dls, run_gan, fit, state, assert_same
 
 def paired_dls(n=16, bs=4, size=32):
@@ -133,8 +134,8 @@ def test_cyclegan_feature_matching_resumes_bitwise(tmp_path):
 
 def test_train_flags(tmp_path):
     import csv
-    from gan_callbacks.cli import main
-    from gan_callbacks.samples import sample_pairs
+    from gan_callbacks.cli.parser import main
+    from gan_callbacks.data.samples import sample_pairs
     data = sample_pairs(tmp_path/'sample', n_train=4, n_valid=2, size=32)
     out = tmp_path/'run'
     main([str(a) for a in ['train', '--data', data, '--out', out, '--epochs', 1, '--epochs-decay', 0, '--bs', 2, '--load-size', 32,

@@ -4,13 +4,13 @@ from pathlib import Path
 import numpy as np
 import pytest, torch
 from PIL import Image
-from gan_callbacks.cli import main
-from gan_callbacks.samples import sample_pairs, sample_unpaired
-from gan_callbacks.models import UnetGenerator, ResnetGenerator
-from gan_callbacks.interop import export_generator, load_generator, read_generator
-from gan_callbacks.model_folder import write_model_folder
-from gan_callbacks.inference import run_generator
-from gan_callbacks.state_dicts import InteropError
+from gan_callbacks.cli.parser import main
+from gan_callbacks.data.samples import sample_pairs, sample_unpaired
+from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator
+from gan_callbacks.deploy.interop import export_generator, load_generator, read_generator
+from gan_callbacks.deploy.model_folder import write_model_folder
+from gan_callbacks.trainer.test_mode import run_generator
+from gan_callbacks.deploy.state_dicts import InteropError
 from helpers import run_cli as run
 
 

@@ -1,15 +1,15 @@
-"Hostile but realistic use: nothing already written is lost, no small file exhausts memory, every refusal is one line. Each case is a row of the table in nbs/07f_safety.ipynb."
+"Hostile but realistic use: nothing already written is lost, no small file exhausts memory, every refusal is one line. Each case is a row of the table in nbs/12b_atomic.ipynb."
 import contextlib, io, json, os, resource, shutil, subprocess, sys, tempfile
 from pathlib import Path
 import numpy as np
 import pytest, torch
 from PIL import Image
-from gan_callbacks.cli import main
-from gan_callbacks.samples import sample_pairs
-from gan_callbacks.models import ResnetGenerator
-from gan_callbacks.model_folder import write_model_folder
-from gan_callbacks.interop import load_generator
-from gan_callbacks.safety import CheckpointWriteError
+from gan_callbacks.cli.parser import main
+from gan_callbacks.data.samples import sample_pairs
+from gan_callbacks.nets.networks import ResnetGenerator
+from gan_callbacks.deploy.model_folder import write_model_folder
+from gan_callbacks.deploy.interop import load_generator
+from gan_callbacks.atomic import CheckpointWriteError
 from helpers import run_cli as run, one_line, TINY
 
 
@@ -17,7 +17,7 @@ LIMITED = '''
 import contextlib, io, json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({mem}, {mem}))
 {more}
-from gan_callbacks.cli import main
+from gan_callbacks.cli.parser import main
 res = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
@@ -122,8 +122,8 @@ def test_full_disk_while_the_loss_plot_is_written(tmp_path, monkeypatch):
     "The loss plot (as the sample grids and the evaluation's files) is written whole or not at all: an earlier file stays, no temporary file is left"
     import matplotlib.figure
     from helpers import batches, paired_dls, pix2pix_nets, fit
-    from gan_callbacks.pix2pix import pix2pix_learner
-    from gan_callbacks.show import plot_training
+    from gan_callbacks.gans.pix2pix import pix2pix_learner
+    from gan_callbacks.callback.grids import plot_training
     learn = pix2pix_learner(paired_dls(batches(n=2)), *pix2pix_nets())
     fit(learn)
     (tmp_path/'losses.png').write_bytes(b'an earlier plot')
@@ -289,10 +289,10 @@ def test_an_untrusted_pth_points_at_trust_pickle(trained, tiny, tmp_path, capsys
 def test_the_safety_notebook_passes_with_sigint_ignored():
     import signal
     root = Path(__file__).parents[1]
-    assert (root/'nbs'/'07f_safety.ipynb').is_file()
+    assert (root/'nbs'/'12b_atomic.ipynb').is_file()
     exe = Path(sys.executable).parent/'nbdev_test'
     if not exe.is_file(): pytest.skip("nbdev is not installed here: the notebooks run with the pinned stack (make test)")
-    p = subprocess.run([str(exe), '--path', str(root/'nbs'/'07f_safety.ipynb')], cwd=root,
+    p = subprocess.run([str(exe), '--path', str(root/'nbs'/'12b_atomic.ipynb')], cwd=root,
                        capture_output=True, text=True, timeout=600, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
     assert p.returncode == 0, (p.stdout + p.stderr)[-3000:]
 
@@ -362,8 +362,8 @@ def test_max_pixels_is_one_limit_for_every_reader(trained, tiny, tmp_path, capsy
 
 def test_label_maps_and_photos_of_pix2pixhd_keep_the_pixel_limit(tmp_path):
     "pix2pixHD's label maps and photos are read through the same header check as every other image"
-    from gan_callbacks.labels import LabelMapFile, PhotoFile
-    from gan_callbacks.images import ImageTooLarge, set_max_pixels
+    from gan_callbacks.data.label_maps import LabelMapFile, PhotoFile
+    from gan_callbacks.data.images import ImageTooLarge, set_max_pixels
     Image.fromarray(np.zeros((40, 50), np.uint8)).save(tmp_path/'l.png'); Image.new('RGB', (50, 40)).save(tmp_path/'p.png')
     item = (tmp_path/'l.png', None, tmp_path/'p.png')
     try:
@@ -377,8 +377,8 @@ def test_label_maps_and_photos_of_pix2pixhd_keep_the_pixel_limit(tmp_path):
 # --- 6, 11. the app: a limit sized for memory, large uploads tiled, nothing left behind, no server paths in messages
 
 def test_the_app_limits_and_cleans_up(tmp_path, monkeypatch):
-    from gan_callbacks import app as A
-    from gan_callbacks.interop import read_generator
+    from gan_callbacks.deploy import webapp as A
+    from gan_callbacks.deploy.interop import read_generator
     big = png_bomb(tmp_path/'big.png', 3000, 3000, rows=10)   # 9 Mpx: refused by default, from its header
     with pytest.raises(A.AppError, match=r'big\.png is 3000x3000 pixels: more than this app'): A.check_upload(big)
     folder = write_model_folder(ResnetGenerator(ngf=4, n_blocks=1), tmp_path/'m', dict(size=32, test_mode='eval'), sample=False)
@@ -405,7 +405,7 @@ def test_the_app_limits_and_cleans_up(tmp_path, monkeypatch):
 # --- 10. EXIF orientation: read upright, A and B alike, and written upright
 
 def test_exif_orientation_is_applied(trained, tmp_path):
-    from gan_callbacks.images import open_image, decode_file
+    from gan_callbacks.data.images import open_image, decode_file
     im = Image.new('RGB', (40, 24), (255, 0, 0)); im.paste((0, 0, 255), (0, 0, 20, 24))   # left half blue
     exif = Image.Exif(); exif[0x0112] = 6   # as a phone held upright writes it: shown turned 90 degrees clockwise
     im.save(tmp_path/'phone.jpg', exif=exif, quality=95); im.save(tmp_path/'phone.png', exif=exif)
@@ -448,7 +448,7 @@ def test_locks_are_whole_and_say_what_to_do(tiny, tmp_path, capsys):
     finally: p.kill(); p.wait()
 
 def test_the_lock_appears_whole(tmp_path, monkeypatch):
-    from gan_callbacks import checks
+    from gan_callbacks.cli import preflight as checks
     seen, real = [], os.link
     def link(a, b): seen.append(Path(a).read_text()); return real(a, b)
     monkeypatch.setattr(os, 'link', link)
@@ -457,18 +457,18 @@ def test_the_lock_appears_whole(tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 def test_no_16_bit_colour_png_is_written(tmp_path):
-    from gan_callbacks.images import write_image
+    from gan_callbacks.data.images import write_image
     with pytest.raises(OSError, match='16-bit colour PNG would be read back as 8 bits'): write_image(tmp_path/'c.png', torch.zeros(3, 4, 4), np.uint16)
     assert not (tmp_path/'c.png').exists()
     write_image(tmp_path/'c.tif', torch.zeros(3, 4, 4), np.uint16); write_image(tmp_path/'g.png', torch.zeros(1, 4, 4), np.uint16)
 
 
-# --- the table of hostile cases in nbs/07f_safety.ipynb names these tests, and they exist
+# --- the table of hostile cases in nbs/12b_atomic.ipynb names these tests, and they exist
 
 def test_the_safety_table_is_current():
     import re
     root = Path(__file__).parents[1]
-    cells = json.loads((root/'nbs'/'07f_safety.ipynb').read_text())['cells']
+    cells = json.loads((root/'nbs'/'12b_atomic.ipynb').read_text())['cells']
     table = next(''.join(c['source']) for c in cells if c['cell_type'] == 'markdown' and '## Hostile use' in ''.join(c['source']))
     named = set(re.findall(r'`(test_\w+)::(test_\w+)`', table))
     assert named
@@ -487,7 +487,7 @@ def test_separate_pairs_of_different_sizes_are_one_line(tmp_path, capsys):
     assert f"{tmp_path/'d'/'train'/'B'/'3.png'} is 64x32, but its A image {tmp_path/'d'/'train'/'A'/'3.png'} is 32x32" in line, line
 
 def test_large_images_go_through_tiles_by_default(trained, tmp_path, monkeypatch):
-    from gan_callbacks import inference
+    from gan_callbacks.deploy import inference
     calls = []
     monkeypatch.setattr(inference, 'run_tiled', lambda G, x, tile, *a: (calls.append(tile), torch.zeros(3, *x.shape[-2:]))[1])
     png_bomb(tmp_path/'uhd.png', 4000, 2200)   # 8.8 Mpx: more than a 4K frame
@@ -501,7 +501,7 @@ def test_large_images_go_through_tiles_by_default(trained, tmp_path, monkeypatch
 def test_nonfinite_patience_counts_epochs_in_a_row(tmp_path):
     from fastai.callback.core import Callback
     from test_bad_input import tiny_learner, fit
-    from gan_callbacks.checkpoint import GANCheckpoint, WeightsNotFinite
+    from gan_callbacks.callback.checkpoint import GANCheckpoint, WeightsNotFinite
     class Blip(Callback):
         "Weights not finite at the end of epoch 1 only"
         order = 50

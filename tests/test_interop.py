@@ -3,11 +3,11 @@ from collections import OrderedDict
 import numpy as np
 import pytest, torch
 from PIL import Image
-from gan_callbacks.models import UnetGenerator, ResnetGenerator, PatchDiscriminator
-from gan_callbacks.interop import load_generator, read_generator, export_reference, export_onnx, check_onnx, reference_options
-from gan_callbacks.state_dicts import InteropError
-from gan_callbacks.cli import main
-from gan_callbacks.inference import from_pil, to_pil
+from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator, PatchDiscriminator
+from gan_callbacks.deploy.interop import load_generator, read_generator, export_reference, export_onnx, check_onnx, reference_options
+from gan_callbacks.deploy.state_dicts import InteropError
+from gan_callbacks.cli.parser import main
+from gan_callbacks.deploy.inference import from_pil, to_pil
 from helpers import run_cli as run
 
 # --- reference-layout state dicts, written from the reference's published key layout ----------------------------------
@@ -181,7 +181,7 @@ def test_round_trip_through_the_reference_format_is_exact(make, tmp_path):
 
 def test_export_command_reference_from_a_checkpoint(tmp_path, capsys):
     G = UnetGenerator(num_downs=7, ngf=4)
-    torch.save(dict(format='gan_callbacks.checkpoint/1', epoch=3, model=G.state_dict(), opt={}), tmp_path/'gan_epoch3.pth')
+    torch.save(dict(format='gan_callbacks.callback.checkpoint/1', epoch=3, model=G.state_dict(), opt={}), tmp_path/'gan_epoch3.pth')
     assert run(['export', '--model', tmp_path/'gan_epoch3.pth', '--format', 'reference', '--out', tmp_path/'r'/'latest_net_G.pth']) == 0
     assert '--netG unet_128 --ngf 4 --norm batch --input_nc 3 --output_nc 3' in capsys.readouterr().out
     sd = torch.load(tmp_path/'r'/'latest_net_G.pth', weights_only=True)
@@ -223,9 +223,9 @@ def test_onnx_export_at_a_size_the_unet_cannot_take(tmp_path, capsys):
 # --- other sources and bad files ---------------------------------------------------------------------------------------
 
 def test_fastai_export_loads_with_its_settings(tmp_path):
-    from gan_callbacks.data import Pix2pixDataLoaders
-    from gan_callbacks.samples import sample_pairs
-    from gan_callbacks.pix2pix import pix2pix_learner
+    from gan_callbacks.data.folders import Pix2pixDataLoaders
+    from gan_callbacks.data.samples import sample_pairs
+    from gan_callbacks.gans.pix2pix import pix2pix_learner
     data = sample_pairs(tmp_path/'s', n_train=2, n_valid=1, size=32)
     dls = Pix2pixDataLoaders.from_folder(data, load_size=36, crop_size=32, bs=2, num_downs=5)
     learn = pix2pix_learner(dls, generator=UnetGenerator(num_downs=5, ngf=4), path=tmp_path, trainer_kwargs=dict(test_mode='eval'))
@@ -266,10 +266,10 @@ def test_truncated_file_and_cli_errors(tmp_path, capsys):
 def test_generator_settings_follow_any_trainers_test_mode():
     "A CycleGAN Learner's test mode is its trainer's, as pix2pix's is (the trainer found by `find_trainer`)"
     from fastai.data.core import DataLoaders
-    from gan_callbacks.models import ResnetGenerator
-    from gan_callbacks.cyclegan import cyclegan_learner
-    from gan_callbacks.gan import find_trainer
-    from gan_callbacks.inference import generator_settings
+    from gan_callbacks.nets.networks import ResnetGenerator
+    from gan_callbacks.gans.cyclegan import cyclegan_learner
+    from gan_callbacks.trainer.base import find_trainer
+    from gan_callbacks.deploy.inference import generator_settings
     x = torch.randn(4, 3, 16, 16)
     dls = DataLoaders.from_dsets(list(zip(x, x.flip(-1))), list(zip(x, x.flip(-1))), bs=2, device='cpu')
     for mode in ('paper', 'eval'):

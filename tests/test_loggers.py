@@ -3,10 +3,10 @@ import contextlib, csv, glob, io, json, os, struct, sys, time
 import pytest, torch
 from fastai.basics import Learner
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-from gan_callbacks.loggers import TensorBoardGAN, WandbGAN
-from gan_callbacks.cli import main
+from gan_callbacks.callback.loggers import TensorBoardGAN, WandbGAN
+from gan_callbacks.cli.parser import main
 from helpers import pix2pix_on, tiny_cyclegan, HostReads, batches, paired_dls as make_dls, pix2pix_nets as nets, run_cli
-from gan_callbacks.pix2pix import pix2pix_learner
+from gan_callbacks.gans.pix2pix import pix2pix_learner
 
 quiet = lambda: contextlib.redirect_stdout(io.StringIO())
 
@@ -118,7 +118,7 @@ def test_cli_tensorboard_keep_best_and_early_stop(pairs, tmp_path):
     assert len(ea.Scalars('train/g_l1')) == 3 * 2 and len(ea.Images('samples')) == 3
 
 def test_validate_every_early_stop_and_keep_best(pairs, tmp_path):
-    from gan_callbacks.loggers import ValidateEvery, EarlyStop, KeepBest
+    from gan_callbacks.callback.loggers import ValidateEvery, EarlyStop, KeepBest
     learn = pix2pix_on(pairs); learn.path = tmp_path
     keep = KeepBest('valid_loss')
     with quiet(): learn.fit(8, 1e-3, cbs=[ValidateEvery(2), EarlyStop('valid_loss', min_delta=10, patience=2), keep])
@@ -147,8 +147,8 @@ def test_cli_val_every_and_early_stop(pairs, tmp_path):
 def test_the_stopping_epoch_has_its_sample_grid(pairs, tmp_path, stopper):
     "An early stop ends the fit in `after_epoch`: the grid of the epoch it stops in is written first"
     from fastai.callback.tracker import EarlyStoppingCallback
-    from gan_callbacks.loggers import EarlyStop
-    from gan_callbacks.show import SampleGrid
+    from gan_callbacks.callback.loggers import EarlyStop
+    from gan_callbacks.callback.grids import SampleGrid
     learn = pix2pix_on(pairs); learn.path = tmp_path
     stop = dict(EarlyStop=EarlyStop, EarlyStoppingCallback=EarlyStoppingCallback)[stopper]('valid_loss', min_delta=10, patience=1)
     with quiet(): learn.fit(5, 1e-3, cbs=[SampleGrid(tmp_path, n=1), stop])

@@ -1,7 +1,7 @@
 import math
 import pytest, torch
 from torch import nn
-from gan_callbacks.losses import GANLoss, gan_modes, gradient_penalty, L1Recon, L2Recon, recon_losses, recon_loss
+from gan_callbacks.nets.losses import GANLoss, gan_modes, gradient_penalty, L1Recon, L2Recon, recon_losses, recon_loss
 
 P = torch.tensor([[-2., 0., 1., 3.]])
 def softplus(v): return math.log1p(math.exp(v))

@@ -2,7 +2,7 @@
 import warnings
 import pytest, torch
 from torchvision.models import alexnet, vgg16
-from gan_callbacks.lpips_metric import LPIPS, LPIPSMetric, lpips_net, lpips_nets
+from gan_callbacks.nets.lpips import LPIPS, LPIPSMetric, lpips_net, lpips_nets
 
 def random_lpips(net, seed=0):
     torch.manual_seed(seed)
@@ -55,11 +55,11 @@ def test_missing_and_wrong_files(tmp_path):
         warnings.simplefilter('ignore'); lpips_net('alex', tmp_path)
 
 def test_evaluate_column_and_command_line(tmp_path):
-    from gan_callbacks.cli import main
-    from gan_callbacks.models import UnetGenerator
-    from gan_callbacks.samples import sample_pairs
-    from gan_callbacks.evaluation import evaluate
-    from gan_callbacks.model_folder import write_model_folder
+    from gan_callbacks.cli.parser import main
+    from gan_callbacks.nets.networks import UnetGenerator
+    from gan_callbacks.data.samples import sample_pairs
+    from gan_callbacks.metrics.evaluation import evaluate
+    from gan_callbacks.deploy.model_folder import write_model_folder
     m, w = random_lpips('alex'), tmp_path/'w'
     w.mkdir(); write_files(m, w)
     data = sample_pairs(tmp_path/'pairs', n_train=2, n_valid=4, size=64)
@@ -94,9 +94,9 @@ def test_validation_metric():
 def test_train_with_an_lpips_term_from_local_files(tmp_path, capsys):
     "`train --perceptual lpips` reads the folder's files and logs G's perceptual term; a folder without them stops before any training"
     import csv, json
-    from gan_callbacks.cli import main
-    from gan_callbacks.samples import sample_pairs
-    from gan_callbacks.model_folder import config_file
+    from gan_callbacks.cli.parser import main
+    from gan_callbacks.data.samples import sample_pairs
+    from gan_callbacks.deploy.model_folder import config_file
     w = tmp_path/'w'; w.mkdir(); write_files(random_lpips('alex'), w)
     data = sample_pairs(tmp_path/'sample', n_train=8, n_valid=2, size=32)
     args = lambda out, weights: [str(a) for a in ['train', '--data', data, '--out', out, '--epochs', 1, '--epochs-decay', 0, '--bs', 4,

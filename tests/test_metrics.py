@@ -10,15 +10,17 @@ from skimage.metrics import peak_signal_noise_ratio, structural_similarity
 from skimage.filters import gaussian
 from fastai.basics import Learner, DataLoaders, L1LossFlat
 from torchvision.models.inception import InceptionA
-from gan_callbacks.metrics import (psnr, ssim, psnr_per_image, ssim_per_image, frechet_distance, feature_stats, kernel_distance,
-                                   fid, kid, image_features, PSNR, SSIM, FIDInception, fid_inception, fid_weights_name)
-from gan_callbacks.evaluation import evaluate
-from gan_callbacks.interop import load_generator, export_reference
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, paper_test_mode
-from gan_callbacks.samples import sample_pairs
-from gan_callbacks.cli import main
-from gan_callbacks.show import plot_training
+from gan_callbacks.metrics.scores import psnr, ssim, psnr_per_image, ssim_per_image, frechet_distance, feature_stats, kernel_distance, fid, kid, image_features, PSNR, SSIM
+from gan_callbacks.nets.inception import FIDInception, fid_inception, fid_weights_name
+from gan_callbacks.metrics.evaluation import evaluate
+from gan_callbacks.deploy.interop import load_generator, export_reference
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.trainer.test_mode import paper_test_mode
+from gan_callbacks.data.samples import sample_pairs
+from gan_callbacks.cli.parser import main
+from gan_callbacks.callback.grids import plot_training
 from helpers import HostReads, batches, paired_dls as make_dls, pix2pix_nets as nets
 
 SK_SSIM = dict(gaussian_weights=True, sigma=1.5, use_sample_covariance=False, data_range=2)
@@ -66,7 +68,7 @@ def test_float32_input_and_single_images():
 def test_typed_tensors_of_different_kinds():
     "A G's output on label maps keeps its input's fastai type; it is scored against the photos all the same"
     from fastai.vision.all import TensorImage
-    from gan_callbacks.labels import TensorLabelInput
+    from gan_callbacks.data.label_maps import TensorLabelInput
     p, t = random_pairs()[0]
     assert psnr(TensorLabelInput(p), TensorImage(t)) == psnr(p, t) and ssim(TensorLabelInput(p), TensorImage(t)) == ssim(p, t)
 

@@ -1,7 +1,7 @@
 import functools, math
 import pytest, torch
 from torch import nn
-from gan_callbacks.models import (UnetGenerator, UnetBlock, PatchDiscriminator, PixelDiscriminator, init_weights,
+from gan_callbacks.nets.networks import (UnetGenerator, UnetBlock, PatchDiscriminator, PixelDiscriminator, init_weights,
                                   norm_layer, check_input)
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
@@ -247,7 +247,7 @@ def test_reference_parity():
 
 # --- ResNet generator (CycleGAN) -------------------------------------------------------------------
 
-from gan_callbacks.models import ResnetGenerator, ResnetBlock
+from gan_callbacks.nets.networks import ResnetGenerator, ResnetBlock
 import torch.nn.functional as F
 
 def test_resnet_param_counts():

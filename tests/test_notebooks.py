@@ -6,8 +6,8 @@ import pytest
 root = Path(__file__).parent.parent
 notebooks = sorted(p for p in (root/'nbs').glob('*.ipynb') if p.stem != 'index')
 # the pages a reader looks at for pictures: the trainers, data, models, metrics, loggers and inference
-with_pictures = ['00_your_data', '02_pix2pix', '02a_models', '03_cyclegan', '04_cut', '05_pix2pixhd', '06_data',
-                 '07c_show', '07d_loggers', '10_metrics', '11c_inference']
+with_pictures = ['00_your_data', '02a_pix2pix', '03a_networks', '02b_cyclegan', '02c_cut', '02d_pix2pixhd', '04a_folders',
+                 '07c_grids', '07b_loggers', '08a_scores', '09a_inference']
 max_picture = 100_000   # bytes, each stored picture
 bar = re.compile(r'█|\|-{5,}|\d+\.\d+% \[|<progress')
 local_path = re.compile(r'/(tmp|work|home|root)/\S')
@@ -52,7 +52,7 @@ def test_nbdev_clean_keeps_the_outputs():
     import configparser
     clean = pytest.importorskip('nbdev.clean')
     cfg = configparser.ConfigParser(); cfg.read(root/'settings.ini')
-    nb = json.loads((root/'nbs'/'02_pix2pix.ipynb').read_text())
+    nb = json.loads((root/'nbs'/'02a_pix2pix.ipynb').read_text())
     before = [c.get('outputs') for c in nb['cells']]
     clean.clean_nb(nb, clear_all=cfg.getboolean('DEFAULT', 'clear_all'), clean_ids=cfg.getboolean('DEFAULT', 'clean_ids'))
     assert [c.get('outputs') for c in nb['cells']] == before and any(before)

@@ -8,11 +8,14 @@ import torch.nn.functional as F
 from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed
 import fastai.callback.progress  # Learner.no_bar
 from fastai.callback.fp16 import MixedPrecision
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.guard import NonFiniteGuard
-from gan_callbacks.precision import maybe_autocast
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam, pix2pix_learner, pix2pix_schedule, paper_test_mode, NonFiniteError, \
-    SyncFreeProgressCallback
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.trainer.nonfinite import NonFiniteGuard
+from gan_callbacks.trainer.precision import maybe_autocast
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.trainer.test_mode import paper_test_mode
+from gan_callbacks.trainer.nonfinite import NonFiniteError
+from gan_callbacks.trainer.progress import SyncFreeProgressCallback
 from helpers import batches, paired_dls as make_dls, pix2pix_nets as nets, fit, state, assert_close as assert_states_close, HostReads
 
 assert_close = partial(assert_states_close, dtype=torch.float)   # mixed-precision states too
@@ -93,7 +96,7 @@ def test_d_lr_follows_one_cycle():
     for g, d, gm, dm in lrs: assert d == pytest.approx(0.5*g) and dm == pytest.approx(gm)
 
 
-def test_fit_pix2pix_schedule():
+def test_fit_linear_decay_schedule():
     lrs = []
     class Rec(Callback):
         order = 20
@@ -102,8 +105,8 @@ def test_fit_pix2pix_schedule():
     data = batches(n=2)
     G, D = nets()
     learn = pix2pix_learner(make_dls(data), generator=G, discriminator=D, cbs=Rec())
-    with learn.no_bar(), learn.no_logging(): learn.fit_pix2pix(2, 2, lr=1e-3)
-    sched = pix2pix_schedule(1e-3, 2, 2)
+    with learn.no_bar(), learn.no_logging(): learn.fit_gan(2, 2, lr=1e-3)
+    sched = linear_decay_schedule(1e-3, 2, 2)
     assert [round(l/1e-3, 6) for _, l, _ in lrs] == [1, 1, 1, 1, round(2/3, 6), round(2/3, 6), round(1/3, 6), round(1/3, 6)]
     assert all(d == g for _, g, d in lrs)
 
@@ -400,9 +403,9 @@ def test_host_reads_per_batch():
 def test_learner_functions_state_no_trainer_default(tmp_path):
     "Each learner function states none of its trainer's options: they reach the trainer at its defaults, or as given by keyword"
     import inspect
-    from gan_callbacks.cyclegan import cyclegan_learner, CycleGANTrainer
-    from gan_callbacks.cut import cut_learner, CUTTrainer
-    from gan_callbacks.gan import find_trainer
+    from gan_callbacks.gans.cyclegan import cyclegan_learner, CycleGANTrainer
+    from gan_callbacks.gans.cut import cut_learner, CUTTrainer
+    from gan_callbacks.trainer.base import find_trainer
     nets_ = {'discriminator', 'd_a', 'd_b', 'sampler', 'kwargs'}   # the networks a learner function passes on as given
     for fn, cls in ((pix2pix_learner, Pix2pixTrainer), (cyclegan_learner, CycleGANTrainer), (cut_learner, CUTTrainer)):
         assert not (set(inspect.signature(fn).parameters) & set(inspect.signature(cls).parameters)) - nets_, fn.__name__

@@ -3,7 +3,7 @@ import pytest, torch
 from pathlib import Path
 import torch.nn.functional as F
 from torch import nn
-from gan_callbacks.hd_models import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
+from gan_callbacks.nets.hd_networks import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
 
 
 def n_params(m): return sum(p.numel() for p in m.parameters())
@@ -180,7 +180,7 @@ def test_init_is_the_reference():
 
 # --- the losses
 
-from gan_callbacks.hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGG19Features, VGGLoss, vgg19_sha256_prefix
+from gan_callbacks.nets.hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGG19Features, VGGLoss, vgg19_sha256_prefix
 
 def test_vgg_is_torchvision_layout_and_slices(tmp_path):
     "torchvision's VGG19 file loads (names `features.N`, classifier ignored); the five features are its relu1_1 ... relu5_1"
@@ -224,7 +224,7 @@ def test_gan_and_feature_matching_losses():
 
 import numpy as np
 from PIL import Image
-from gan_callbacks.labels import get_edges, one_hot_labels, resize_nearest, LabelDataLoaders, sample_labels, ScaleWidthFlip, TensorLabels
+from gan_callbacks.data.label_maps import get_edges, one_hot_labels, resize_nearest, LabelDataLoaders, sample_labels, ScaleWidthFlip, TensorLabels
 from fastai.vision.all import TensorImage
 
 def ref_get_edges(t):
@@ -283,9 +283,9 @@ from copy import deepcopy
 from fastai.basics import DataLoaders, Callback, set_seed
 from fastai.optimizer import SGD
 import fastai.callback.progress, fastai.callback.schedule   # Learner.no_bar, lr_find
-from gan_callbacks.optim import pix2pix_adam
-from gan_callbacks.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner
-from gan_callbacks.checkpoint import GANCheckpoint
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner
+from gan_callbacks.callback.checkpoint import GANCheckpoint
 
 LABEL_NC = 4
 
@@ -468,7 +468,7 @@ def test_interrupt_and_resume_under_another_seed_is_bitwise_identical(tmp_path):
     assert all(torch.equal(a, b) for a, b in zip(t.hist, t0.hist)) and len(t.hist) == len(t0.hist) == 12
 
 def test_schedule_without_decay_epochs_stays_at_lr():
-    from gan_callbacks.pix2pixhd import pix2pixhd_schedule
+    from gan_callbacks.gans.pix2pixhd import pix2pixhd_schedule
     s = pix2pixhd_schedule(2e-4, 3, 0)   # `--epochs-decay 0`: the reference never lowers the rate
     assert [s(e / 3) for e in range(3)] + [s(1.)] == [2e-4] * 4
     s = pix2pixhd_schedule(2e-4, 2, 2)
@@ -518,7 +518,7 @@ def test_predict_show_results_and_export_on_label_maps(tmp_path):
     im = Image.open(fn); Image.fromarray(np.array(im)[:, :24]).save(tmp_path/'l.png'); Image.fromarray(np.array(Image.open(path/'val_inst'/fn.name))[:, :24]).save(tmp_path/'i.png')
     with learn.no_bar(): dec, out, raw = learn.predict((tmp_path/'l.png', tmp_path/'i.png'))   # 32x24: not a multiple of 4 across
     assert out.shape == raw.shape == (3, 32, 24) and raw.min() >= -1 and raw.max() <= 1
-    from gan_callbacks.metrics import PSNR, SSIM
+    from gan_callbacks.metrics.scores import PSNR, SSIM
     learn.metrics = [PSNR(), SSIM()]   # scores of the translations against the photos
     with learn.no_bar(), learn.no_logging(): res = learn.validate()
     assert all(np.isfinite(res[:3])) and res[1] > 5   # loss, PSNR (dB), SSIM
@@ -538,8 +538,8 @@ def test_export_leaves_vgg_out():
 
 def test_reference_files_and_model_folders_read_back(tmp_path):
     "A reference `latest_net_G.pth` (global or local) loads through `load_generator`; a model folder round-trips"
-    from gan_callbacks.interop import load_generator
-    from gan_callbacks.model_folder import write_model_folder, read_model_folder
+    from gan_callbacks.deploy.interop import load_generator
+    from gan_callbacks.deploy.model_folder import write_model_folder, read_model_folder
     x = torch.randn(1, 7, 32, 32)
     for keys, fwd in ((ref_g_keys(7, 3, 4, 3, 2), lambda sd: ref_global_forward(sd, x, 3, 2)),
                       (ref_local_keys(7, 3, 4, 2, 1, 2, 1), lambda sd: ref_local_forward(sd, x, 2, 1, 2, 1))):
@@ -556,7 +556,7 @@ def test_reference_files_and_model_folders_read_back(tmp_path):
 # --- the command line
 
 def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
-    from gan_callbacks.interop import load_generator
+    from gan_callbacks.deploy.interop import load_generator
     import json
     data = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=8)
     out = tmp_path/'out'
@@ -585,7 +585,7 @@ def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
 def label_model(tmp_path, instance=True):
     "A small label-map Learner (5 classes) on the sample, exported as generator.pkl and as a model folder; and a folder of label maps to translate"
     import shutil
-    from gan_callbacks.interop import export_generator
+    from gan_callbacks.deploy.interop import export_generator
     path = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=5)
     dls = LabelDataLoaders.from_folder(path, label_nc=5, instance=instance, load_size=32, bs=2, device='cpu')
     set_seed(0)
@@ -598,8 +598,8 @@ def label_model(tmp_path, instance=True):
 def test_translate_label_maps_as_training_encodes_them(tmp_path, capsys):
     "translate --model (model folder, generator.pkl, a reference .pth with --label-nc) on label PNGs and instance PNGs gives `predict`'s images"
     import json
-    from gan_callbacks.labels import encode_label_files
-    from gan_callbacks.inference import run_tiled, to_pil
+    from gan_callbacks.data.label_maps import encode_label_files
+    from gan_callbacks.deploy.inference import run_tiled, to_pil
     learn, folder = label_model(tmp_path)
     cfg = json.loads((folder/'config.json').read_text())
     assert (cfg['label_nc'], cfg['instance'], cfg['in_ch'], cfg['model_type']) == (5, True, 6, 'pix2pixhd')
@@ -646,8 +646,8 @@ def test_translate_refuses_what_is_no_label_map_of_the_model(tmp_path, capsys):
 
 def test_label_model_without_instances_and_the_app_helper(tmp_path):
     "Label maps alone (no instance maps): translate takes no --instances; the app's `translate_upload` gives the command's file"
-    from gan_callbacks.app import translate_upload, AppError
-    from gan_callbacks.interop import read_generator
+    from gan_callbacks.deploy.webapp import translate_upload, AppError
+    from gan_callbacks.deploy.interop import read_generator
     learn, folder = label_model(tmp_path, instance=False)
     n = sorted(p.name for p in (tmp_path/'label').iterdir())[0]
     assert cli(['translate', '--model', folder, '--input', tmp_path/'label'/n, '--output', tmp_path/'o']) == 0
@@ -661,8 +661,8 @@ def test_label_model_without_instances_and_the_app_helper(tmp_path):
 
 def test_loggers_show_label_maps_in_colour(tmp_path):
     "TensorBoard's and W&B's grid: a label map's classes in colour (not its first one-hot channels) | translation | photo"
-    from gan_callbacks.loggers import GANLogger
-    from gan_callbacks.labels import colour_labels
+    from gan_callbacks.callback.loggers import GANLogger
+    from gan_callbacks.data.label_maps import colour_labels
     class Grids(GANLogger):
         def scalars(self, values, step): pass
         def image(self, tag, im, step): self.got = im
@@ -676,9 +676,10 @@ def test_loggers_show_label_maps_in_colour(tmp_path):
 def test_image_input_pix2pixhd_translates_like_pix2pix(tmp_path):
     "label_nc=0: the model folder says nothing of labels and translate reads photos, as for pix2pix"
     import json
-    from gan_callbacks.data import Pix2pixDataLoaders, sample_pairs
-    from gan_callbacks.interop import export_generator
-    from gan_callbacks.inference import run_padded, from_pil, to_pil
+    from gan_callbacks.data.folders import Pix2pixDataLoaders
+    from gan_callbacks.data.samples import sample_pairs
+    from gan_callbacks.deploy.interop import export_generator
+    from gan_callbacks.deploy.inference import run_padded, from_pil, to_pil
     dls = Pix2pixDataLoaders.from_folder(sample_pairs(tmp_path/'p', n_train=4, n_valid=2, size=32), load_size=36, crop_size=32, bs=2, device='cpu')
     learn = pix2pixhd_learner(dls, ngf=4, n_downsampling=2, n_blocks=1, trainer_kwargs=dict(ndf=4, vgg=False))
     export_generator(learn, 'folder', tmp_path/'folder')
@@ -692,7 +693,8 @@ def test_image_input_pix2pixhd_translates_like_pix2pix(tmp_path):
 
 def test_image_inputs_label_nc_0(tmp_path):
     "label_nc=0: train_A/train_B images in the reference's layout, or the library's paired layouts, train the same trainer"
-    from gan_callbacks.data import Pix2pixDataLoaders, sample_pairs
+    from gan_callbacks.data.folders import Pix2pixDataLoaders
+    from gan_callbacks.data.samples import sample_pairs
     src = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=5)
     (tmp_path/'ab').mkdir()
     for ph in ('train', 'val'):
@@ -716,10 +718,10 @@ import sys, warnings, torch
 from fastai.basics import DataLoaders, Callback, set_seed
 from fastai.distributed import rank_distrib
 import fastai.callback.progress
-from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
-from gan_callbacks.labels import one_hot_labels, get_edges
-from gan_callbacks.pix2pixhd import pix2pixhd_learner
-from gan_callbacks.distributed import unwrap
+from gan_callbacks.nets.hd_networks import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.data.label_maps import one_hot_labels, get_edges
+from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
+from gan_callbacks.trainer.distributed import unwrap
 out, rank = sys.argv[1], rank_distrib()
 g = torch.Generator().manual_seed(0)
 x = torch.cat([one_hot_labels(torch.randint(0, 4, (8, 1, 16, 16), generator=g), 4), get_edges(torch.randint(0, 3, (8, 1, 16, 16), generator=g))], 1)
@@ -739,7 +741,7 @@ torch.save(dict(G=unwrap(learn.model).state_dict(), D=t.discriminator.state_dict
 def test_two_processes_train_one_model(tmp_path):
     "Data-parallel on 2 CPU processes: G (DDP) and the discriminators (the library's all-reduce) start from rank 0's weights and stay equal"
     import sys
-    from gan_callbacks.distributed import launch
+    from gan_callbacks.trainer.distributed import launch
     (tmp_path/'worker.py').write_text(WORKER)
     n = torch.get_num_threads(); torch.set_num_threads(1)
     try: launch([sys.executable, str(tmp_path/'worker.py'), str(tmp_path)], nproc=2)

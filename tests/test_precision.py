@@ -4,9 +4,9 @@ from unittest import mock
 import pytest, torch
 from torch import nn
 import torch.nn.functional as F
-import gan_callbacks.precision as precision
-from gan_callbacks.precision import MatmulConvs, FitPrecision, maybe_autocast, auto_precision, native_bf16, EmulatedBF16Warning
-from gan_callbacks.pix2pix import pix2pix_learner
+import gan_callbacks.trainer.precision as precision
+from gan_callbacks.trainer.precision import MatmulConvs, FitPrecision, maybe_autocast, auto_precision, native_bf16, EmulatedBF16Warning
+from gan_callbacks.gans.pix2pix import pix2pix_learner
 from helpers import make_learner, flipped_dls, fit
 
 @pytest.fixture(params=[True, False], ids=['native-bf16', 'emulated-bf16'])

@@ -3,8 +3,9 @@ import csv
 import pytest, torch
 from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat
 from fastai.callback.progress import CSVLogger, ProgressCallback
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_learner, SyncFreeProgressCallback
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
+from gan_callbacks.trainer.progress import SyncFreeProgressCallback
 
 
 def tiny_dls(n=4, bs=2, size=32):

@@ -2,10 +2,10 @@
 import pickle
 import pytest, torch
 from torch import nn
-from gan_callbacks.regularize import (r1_penalty, r2_penalty, d_output_sum, LazyRegularizer, lazy_ratio, lazy_hypers, lazy_adjust,
+from gan_callbacks.stabilizers.regularize import (r1_penalty, r2_penalty, d_output_sum, LazyRegularizer, lazy_ratio, lazy_hypers, lazy_adjust,
                                       spectral_norm_d)
-from gan_callbacks.models import PatchDiscriminator
-from gan_callbacks.optim import pix2pix_adam
+from gan_callbacks.nets.networks import PatchDiscriminator
+from gan_callbacks.trainer.optim import pix2pix_adam
 
 def reference_r1(D, x, gamma):
     "StyleGAN2-ADA's loss_Dr1, written out: grad of the summed logits, squared and summed per image, gamma/2, batch mean"

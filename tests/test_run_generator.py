@@ -3,16 +3,16 @@ import inspect
 import pytest, torch
 from torch import nn
 from fastai.learner import Learner
-from gan_callbacks import inference
-from gan_callbacks.test_time import run_generator, default_test_mode
-from gan_callbacks.gan import AdversarialTrainer
-from gan_callbacks.pix2pix import Pix2pixTrainer
-from gan_callbacks.models import UnetGenerator
-from gan_callbacks.inference import translate_batch, translate_file, generator_settings, to_pil
-from gan_callbacks.show import SampleGrid, MappingL1
-from gan_callbacks.loggers import GANLogger
-from gan_callbacks.evaluation import translate_all, evaluate
-from gan_callbacks.samples import sample_pairs
+from gan_callbacks.deploy import inference
+from gan_callbacks.trainer.test_mode import run_generator, default_test_mode
+from gan_callbacks.trainer.base import AdversarialTrainer
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.nets.networks import UnetGenerator
+from gan_callbacks.deploy.inference import translate_batch, translate_file, generator_settings, to_pil
+from gan_callbacks.callback.grids import SampleGrid, MappingL1
+from gan_callbacks.callback.loggers import GANLogger
+from gan_callbacks.metrics.evaluation import translate_all, evaluate
+from gan_callbacks.data.samples import sample_pairs
 
 
 def dropout_learner(test_mode='paper'):
@@ -78,17 +78,3 @@ def test_one_default_test_mode():
     assert inspect.signature(AdversarialTrainer).parameters['test_mode'].default == default_test_mode
     assert inspect.signature(run_generator).parameters['test_mode'].default == default_test_mode
     assert inference.test_mode_of(Learner(None, nn.Conv2d(3, 3, 1), loss_func=nn.L1Loss())) == default_test_mode
-
-def test_old_names_still_import():
-    from gan_callbacks import all as everything, generator, test_time
-    from gan_callbacks.inference import run_generator as r, eval_mode, test_modes, generator as g, generator_of
-    assert r is run_generator and eval_mode is test_time.eval_mode and test_modes is test_time.test_modes and g is generator_of
-    assert generator.paper_test_mode is test_time.paper_test_mode
-    from gan_callbacks import metrics, evaluation, runs, interrupts
-    assert everything.evaluate is evaluation.evaluate and everything.translate_all is evaluation.translate_all
-    from gan_callbacks import inception
-    assert metrics.FIDInception is inception.FIDInception and metrics.fid_inception is inception.fid_inception
-    assert runs.Interrupted is interrupts.Interrupted and runs.run_ended is interrupts.run_ended
-    for n in ('run_generator', 'default_test_mode', 'generator_of', 'test_mode_of', 'translate_batch', 'paper_test_mode',
-              'evaluate', 'format_summary', 'fit_interruptible', 'Interrupted', 'defaults_of'):
-        assert n in everything.__all__, n

@@ -3,16 +3,17 @@ import warnings
 import pytest, torch
 from fastai.basics import Learner, DataLoaders, Callback, L1LossFlat, set_seed, L
 import fastai.callback.progress  # Learner.no_bar
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF, init_weights
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_learner, pix2pix_adam
-from gan_callbacks.cyclegan import cyclegan_learner
-from gan_callbacks.cut import cut_learner
-from gan_callbacks.checkpoint import GANCheckpoint
-from gan_callbacks.ema import GeneratorEMA
-from gan_callbacks.regularize import r1_penalty, lazy_ratio
-from gan_callbacks.swd_metric import SWD
-from gan_callbacks.hd_models import GlobalGenerator, MultiscaleDiscriminator
-from gan_callbacks.pix2pixhd import pix2pixhd_learner
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator, ResnetGenerator, PatchSampleF, init_weights
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
+from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.gans.cut import cut_learner
+from gan_callbacks.callback.checkpoint import GANCheckpoint
+from gan_callbacks.stabilizers.ema import GeneratorEMA
+from gan_callbacks.stabilizers.regularize import r1_penalty, lazy_ratio
+from gan_callbacks.metrics.swd import SWD
+from gan_callbacks.nets.hd_networks import GlobalGenerator, MultiscaleDiscriminator
+from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
 from helpers import Interrupt, RandFlip, Unpaired, unpaired_resume_dls, run_gan
 
 ALL = dict(diffaugment='color,translation,cutout', r1_gamma=1., r2_gamma=0.5, reg_interval=2, spectral_norm=True)
@@ -182,7 +183,7 @@ def test_perceptual_term_adds_to_g_s_loss_with_its_weight():
     torch.testing.assert_close(h[:, 2], h[:, 1] / 2)
 
 def test_lpips_term_resumes_bitwise_and_is_left_out_of_the_export(tmp_path):
-    from gan_callbacks.lpips_metric import LPIPS
+    from gan_callbacks.nets.lpips import LPIPS
     def lpips(): torch.manual_seed(5); return LPIPS('alex')   # random weights, the same in every run
     ref = p2p(tmp_path/'ref', perceptual=lpips())
     run_gan(ref)
@@ -302,8 +303,8 @@ def test_pix2pixhd_with_every_option_resumes_bitwise(tmp_path):
 def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path):
     import json, csv
     from fastai.learner import load_learner
-    from gan_callbacks.cli import main
-    from gan_callbacks.samples import sample_pairs
+    from gan_callbacks.cli.parser import main
+    from gan_callbacks.data.samples import sample_pairs
     data = sample_pairs(tmp_path/'sample', n_train=8, n_valid=2, size=32)
     out = tmp_path/'run'
     main([str(a) for a in ['train', '--data', data, '--out', out, '--epochs', 1, '--epochs-decay', 1, '--bs', 4, '--load-size', 36,
@@ -322,8 +323,8 @@ def test_train_modern_recipe_keeps_the_best_swd_and_writes_the_average(tmp_path)
 def test_train_pix2pixhd_takes_the_recipe_and_an_swd_column(tmp_path):
     import json, csv
     from fastai.learner import load_learner
-    from gan_callbacks.cli import main
-    from gan_callbacks.labels import sample_labels
+    from gan_callbacks.cli.parser import main
+    from gan_callbacks.data.label_maps import sample_labels
     data = sample_labels(tmp_path/'s', n_train=4, n_valid=2, size=32, label_nc=8)
     out = tmp_path/'run'
     main([str(a) for a in ['train', '--model', 'pix2pixhd', '--data', data, '--out', out, '--label-nc', 8, '--epochs', 1, '--epochs-decay', 1,
@@ -343,8 +344,8 @@ def test_keep_best_keeps_the_average_and_resumes_as_uninterrupted(tmp_path):
     "With a moving average, the best weights are the average's, also when the best epoch is the checkpoint's own"
     import numpy as np
     from fastai.metrics import ValueMetric
-    from gan_callbacks.loggers import KeepBest
-    from gan_callbacks.ema import averaged
+    from gan_callbacks.callback.loggers import KeepBest
+    from gan_callbacks.stabilizers.ema import averaged
     scores = [0.5, 0.3, 0.6, 0.4]
     seen = {}
     class AtBest(Callback):
@@ -381,7 +382,7 @@ def test_learner_functions_take_ema_as_the_stabilizers_page_teaches(kw, kimg):
 
 def test_diffaugment_true_is_the_default_policy():
     "`diffaugment=True` (as `ema=True` reads) is DiffAugment's own policy; `False` none; a bad policy names its part"
-    from gan_callbacks.stabilizers import Stabilizers
+    from gan_callbacks.stabilizers.recipes import Stabilizers
     assert Stabilizers(diffaugment=True).diffaugment == 'color,translation,cutout'
     assert Stabilizers(diffaugment=False).diffaugment is None and Pix2pixTrainer(diffaugment=True).stabilizers.diffaugment == 'color,translation,cutout'
     with pytest.raises(ValueError, match="unknown part.*'colour'"): Stabilizers(diffaugment='colour')

@@ -3,10 +3,11 @@ import numpy as np, pytest, torch, scipy.ndimage
 import torch.nn.functional as F
 import skimage.data
 from fastai.basics import DataLoaders, Learner, L1LossFlat
-from gan_callbacks.swd_metric import (swd, swd_levels, SWD, SWDDescriptors, laplacian_pyramid, pyr_down, pyr_up,
+from gan_callbacks.metrics.swd import (swd, swd_levels, SWD, SWDDescriptors, laplacian_pyramid, pyr_down, pyr_up,
                                       sliced_wasserstein, neighbourhoods)
-from gan_callbacks.models import UnetGenerator, PatchDiscriminator
-from gan_callbacks.pix2pix import Pix2pixTrainer, pix2pix_adam
+from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
+from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+from gan_callbacks.trainer.optim import pix2pix_adam
 
 def photos(n=16, size=32, seed=0):
     "Crops of structured photographs, (n, 3, size, size) in [-1, 1]"
@@ -99,7 +100,7 @@ def test_batches_and_seeds():
     assert abs(swd(real[:, :, :, :24], fake[:, :, :, :24]) - v) > 0           # not square: levels by the shorter side
     assert list(swd_levels(real[:, :, :, :24], fake[:, :, :, :24])) == [24]
     from fastai.vision.all import TensorImage
-    from gan_callbacks.labels import TensorLabelInput
+    from gan_callbacks.data.label_maps import TensorLabelInput
     assert swd(TensorImage(real), TensorLabelInput(fake)) == v   # fastai's typed tensors: a G's output on label maps keeps its input's type
 
 def test_sets_of_different_sizes_and_grey_images():

@@ -4,9 +4,10 @@ import pytest, torch
 from torch import nn
 from PIL import Image
 import skimage.data
-from gan_callbacks.models import UnetGenerator, ResnetGenerator
-from gan_callbacks.inference import run_tiled, run_padded, run_generator, tile_starts, blend_ramp, from_pil, to_pil
-from gan_callbacks.cli import main
+from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator
+from gan_callbacks.deploy.inference import run_tiled, run_padded, tile_starts, blend_ramp, from_pil, to_pil
+from gan_callbacks.trainer.test_mode import run_generator
+from gan_callbacks.cli.parser import main
 from helpers import run_cli as run
 
 

@@ -8,7 +8,7 @@ from fastai.callback.core import Callback as V2Callback
 import fastai.callback.progress  # Learner.no_bar
 import fastai.callback.schedule  # fit_one_cycle
 from functools import partial
-from gan_callbacks.core import StateDictCallback
+from gan_callbacks.v1.bridge import StateDictCallback
 from gan_callbacks.v1 import (Callback, LearnerCallback, SmoothenValue, add_metrics, requires_grad, flatten_model,
                               V1Optimizer, V1OptimWrapper, V1Recorder, v1_learner)
 

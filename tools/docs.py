@@ -32,7 +32,7 @@ def title(nb):
     return None
 
 def page_names(nbs):
-    "Map every link target a notebook may use (`03_cyclegan.ipynb`, nbdev's `cyclegan.html`) to its page"
+    "Map every link target a notebook may use (`02b_cyclegan.ipynb`, nbdev's `cyclegan.html`) to its page"
     res = {'index.ipynb': 'index.html'}   # nbs/index.ipynb is the README, the home page
     for p in nbs:
         res[p.name] = res[p.stem + '.html'] = res[re.sub(r'^\d+[a-z]?_', '', p.stem) + '.html'] = p.stem + '.html'

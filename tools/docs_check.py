@@ -9,7 +9,7 @@ from urllib.parse import urljoin, urldefrag, urlparse, unquote
 
 flags = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking',
          '--disable-component-update', '--no-first-run']
-shots = {'index.html': 'docs_home.png', '03_cyclegan.html': 'docs_cyclegan.png'}   # page -> screenshot file
+shots = {'index.html': 'docs_home.png', '02b_cyclegan.html': 'docs_cyclegan.png'}   # page -> screenshot file
 
 class Quiet(http.server.SimpleHTTPRequestHandler):
     def log_message(self, *args): pass

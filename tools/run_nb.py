@@ -2,7 +2,7 @@
 without progress bars, warnings or HTML, so the notebooks show their figures on GitHub and on the docs site.
 
     python tools/run_nb.py nbs/00_your_data.ipynb --all
-    python tools/run_nb.py nbs/03_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs
+    python tools/run_nb.py nbs/02b_cyclegan.ipynb --cells 12 15   # only those code cells (0-based among code cells) keep outputs
     python tools/run_nb.py nbs/*.ipynb --refresh                  # store again the outputs of the cells that have them
     python tools/run_nb.py nbs/*.ipynb --check                    # rerun, and fail where a stored text output changed
 
