@@ -21,7 +21,7 @@ PIX2PIXHD_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 64 --ngf 16 --n
 # a short path under /tmp, as Chromium's sockets there must fit in 107 characters
 SCRATCH = d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; export TMPDIR=$$d
 
-.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-newest check-export pytest nbtest nbcheck bench readme docs docs-check clean
+.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-all test-newest check-export pytest pytest-slow nbcheck bench readme docs docs-check clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -51,8 +51,11 @@ demo-cut: install
 demo-pix2pixhd: install
 	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --model pix2pixhd --sample --out $(PIX2PIXHD_OUT) $(PIX2PIXHD_ARGS)
 
-## Everything CI checks: the library matches the notebooks, pytest, the notebooks run and print what they store
-test: install check-export pytest nbtest nbcheck
+## The fast loop: the library matches the notebooks, pytest without the slow tests, every notebook run once and printing what it stores
+test: install check-export pytest nbcheck
+
+## Everything CI checks: the fast loop, the slow tests (several processes, signals, long fits, the browser), pytest on the newest releases
+test-all: test pytest-slow test-newest
 
 check-export: install
 	@rm -rf .export_check && cp -r gan_callbacks .export_check
@@ -67,13 +70,15 @@ readme: install
 	$(BIN)/python tools/readme.py
 
 pytest: install
-	@$(SCRATCH); $(BIN)/python -m pytest tests/ -q; rc=$$?; \
+	@$(SCRATCH); $(BIN)/python -m pytest tests/ -q -m "not slow"; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-nbtest: install
-	@$(SCRATCH); $(BIN)/nbdev_test --n_workers 2
+## The tests marked slow (`@pytest.mark.slow`), which `make test` leaves out
+pytest-slow: install
+	@$(SCRATCH); $(BIN)/python -m pytest tests/ -q -m slow; rc=$$?; \
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc
 
-## The notebooks' stored text outputs are what a fresh run prints (one thread, seeded; fastai's time column aside)
+## Every notebook runs (as nbdev_test runs it) and its stored text outputs are what it prints (one thread, seeded; fastai's time column aside)
 nbcheck: install
 	@$(SCRATCH); ls nbs/*.ipynb | xargs -P 2 -n 1 $(BIN)/python tools/run_nb.py --check
 

@@ -1,5 +1,5 @@
 "What the test modules share: tiny data and networks, quiet fits, state comparisons, the command line, and the pieces of the resume and signal tests."
-import os, random, signal, sys, time, warnings
+import glob, json, os, random, signal, struct, sys, time, warnings
 from contextlib import ExitStack
 from unittest import mock
 import torch
@@ -17,6 +17,17 @@ from gan_callbacks.gans.cyclegan import cyclegan_learner
 from gan_callbacks.cli.parser import main
 
 # --- fits, states, the command line
+
+def tiny_learner(path, ngf=8, cbs=None, **kw):
+    "A pix2pix Learner on 8 random 32-pixel pairs (B the flipped negative of A), seeded"
+    set_seed(0)
+    g = torch.Generator().manual_seed(0)
+    A = torch.rand(8, 3, 32, 32, generator=g) * 2 - 1
+    items = list(zip(A, -A.flip(-2)))
+    dls = DataLoaders.from_dsets(items, items[:4], bs=4, num_workers=0, device='cpu')
+    trainer = Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2))
+    return Learner(dls, UnetGenerator(num_downs=5, ngf=ngf), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
+                   cbs=[trainer] + list(cbs or []), path=path, **kw)
 
 def fit(learn, n=1, lr=1e-3, log=False, warn=True, **kw):
     "`learn.fit(n, lr)` without the progress bar, the printed table (unless `log`) and warnings (unless `warn`)"
@@ -219,3 +230,31 @@ def one_line(err):
     return lines[0]
 
 TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]   # a one-epoch pix2pix run of the command line on `tiny`
+
+# --- W&B offline run files
+
+def wandb_records(fn):
+    "The records of an offline run file: a log of 32 KiB blocks of protobuf records after a 7-byte header"
+    from wandb.proto import wandb_internal_pb2 as pb
+    data, recs, i, buf = open(fn, 'rb').read(), [], 7, b''
+    while i + 7 <= len(data):
+        if 32768 - i % 32768 < 7: i += 32768 - i % 32768; continue
+        _, n, kind = struct.unpack('<IHB', data[i:i+7])
+        buf += data[i+7:i+7+n]; i += 7 + n
+        if kind in (1, 4):
+            r = pb.Record()
+            try: r.ParseFromString(buf)
+            except Exception: break   # a record still being written
+            recs.append(r); buf = b''
+        if kind == 0: i += 32768 - i % 32768   # zeros to the block's end
+    return recs
+
+def wandb_rows(run_dir, timeout=120):
+    "The rows `wandb.log` wrote to an offline run, once the run file ends with its `exit` record (W&B's service may still be writing it)"
+    fn, end = glob.glob(f'{run_dir}/run-*.wandb')[0], time.monotonic() + timeout
+    while True:
+        recs = wandb_records(fn)
+        if any(r.WhichOneof('record_type') == 'exit' for r in recs) or time.monotonic() > end: break
+        time.sleep(0.1)   # polling the file for the service's last record
+    return [{('/'.join(it.nested_key) or it.key): json.loads(it.value_json) for it in r.history.item}
+            for r in recs if r.WhichOneof('record_type') == 'history']

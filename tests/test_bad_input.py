@@ -7,18 +7,8 @@ from gan_callbacks.gans.pix2pix import Pix2pixTrainer
 from gan_callbacks.trainer.optim import pix2pix_adam
 from gan_callbacks.callback.checkpoint import GANCheckpoint, load_checkpoint
 from gan_callbacks.atomic import CheckpointError
-from helpers import fit
+from helpers import fit, tiny_learner
 
-
-def tiny_learner(path, ngf=8, cbs=None, **kw):
-    set_seed(0)
-    g = torch.Generator().manual_seed(0)
-    A = torch.rand(8, 3, 32, 32, generator=g) * 2 - 1
-    items = list(zip(A, -A.flip(-2)))
-    dls = DataLoaders.from_dsets(items, items[:4], bs=4, num_workers=0, device='cpu')
-    trainer = Pix2pixTrainer(PatchDiscriminator(ndf=8, n_layers=2))
-    return Learner(dls, UnetGenerator(num_downs=5, ngf=ngf), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
-                   cbs=[trainer] + list(cbs or []), path=path, **kw)
 
 def weights(learn): return {k: v.clone() for k, v in learn.model.state_dict().items()}
 

@@ -19,6 +19,7 @@ from fastai.vision.core import PILImage
 from gan_callbacks.data.images import *
 from gan_callbacks.data.samples import *
 from gan_callbacks.data.folders import *
+from gan_callbacks.data.fast_loader import *
 
 BICUBIC = Image.Resampling.BICUBIC
 

@@ -518,13 +518,13 @@ def test_tensorboard_callback_writes_the_trainers_columns(kind, tmp_path):
 def test_wandb_callback_logs_the_trainers_columns(kind, tmp_path, monkeypatch):
     import wandb
     from fastai.callback.wandb import WandbCallback
-    from test_loggers import _wandb_rows
+    from helpers import wandb_rows
     monkeypatch.setenv('WANDB_MODE', 'offline'); monkeypatch.setenv('WANDB_SILENT', 'true')
     learn = tiny(kind)
     run = wandb.init(project='gan_callbacks_test', dir=str(tmp_path))
     try: quiet_fit(learn, 2, cbs=WandbCallback(log_preds=False))
     finally: wandb.finish()
-    rows = _wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
+    rows = wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
     logged = [r[g_col(kind)] for r in rows if g_col(kind) in r]
     assert logged == pytest.approx(col(learn, g_col(kind)), rel=1e-5)   # once per epoch, the Recorder's values
     assert any('raw_loss' in r for r in rows)   # and fastai's per-batch losses

@@ -500,7 +500,7 @@ def test_large_images_go_through_tiles_by_default(trained, tmp_path, monkeypatch
 
 def test_nonfinite_patience_counts_epochs_in_a_row(tmp_path):
     from fastai.callback.core import Callback
-    from test_bad_input import tiny_learner, fit
+    from helpers import tiny_learner, fit
     from gan_callbacks.callback.checkpoint import GANCheckpoint, WeightsNotFinite
     class Blip(Callback):
         "Weights not finite at the end of epoch 1 only"

@@ -5,7 +5,7 @@ from fastai.basics import Learner
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 from gan_callbacks.callback.loggers import TensorBoardGAN, WandbGAN
 from gan_callbacks.cli.parser import main
-from helpers import pix2pix_on, tiny_cyclegan, HostReads, batches, paired_dls as make_dls, pix2pix_nets as nets, run_cli
+from helpers import wandb_rows, pix2pix_on, tiny_cyclegan, HostReads, batches, paired_dls as make_dls, pix2pix_nets as nets, run_cli
 from gan_callbacks.gans.pix2pix import pix2pix_learner
 
 quiet = lambda: contextlib.redirect_stdout(io.StringIO())
@@ -41,32 +41,6 @@ def test_loggers_read_the_device_once_per_block(tmp_path):
     r8, r4 = reads(8), reads(4)
     assert r8['library'] == r4['library'] and r8['other'] == r4['other']   # as without the logger: nothing per batch
 
-def _wandb_records(fn):
-    "The records of an offline run file: a log of 32 KiB blocks of protobuf records after a 7-byte header"
-    from wandb.proto import wandb_internal_pb2 as pb
-    data, recs, i, buf = open(fn, 'rb').read(), [], 7, b''
-    while i + 7 <= len(data):
-        if 32768 - i % 32768 < 7: i += 32768 - i % 32768; continue
-        _, n, kind = struct.unpack('<IHB', data[i:i+7])
-        buf += data[i+7:i+7+n]; i += 7 + n
-        if kind in (1, 4):
-            r = pb.Record()
-            try: r.ParseFromString(buf)
-            except Exception: break   # a record still being written
-            recs.append(r); buf = b''
-        if kind == 0: i += 32768 - i % 32768   # zeros to the block's end
-    return recs
-
-def _wandb_rows(run_dir, timeout=120):
-    "The rows `wandb.log` wrote to an offline run, once the run file ends with its `exit` record (W&B's service may still be writing it)"
-    fn, end = glob.glob(f'{run_dir}/run-*.wandb')[0], time.monotonic() + timeout
-    while True:
-        recs = _wandb_records(fn)
-        if any(r.WhichOneof('record_type') == 'exit' for r in recs) or time.monotonic() > end: break
-        time.sleep(0.1)   # polling the file for the service's last record
-    return [{('/'.join(it.nested_key) or it.key): json.loads(it.value_json) for it in r.history.item}
-            for r in recs if r.WhichOneof('record_type') == 'history']
-
 def test_wandb_offline_run(unpaired, tmp_path, monkeypatch):
     import wandb
     from fastai.callback.wandb import WandbCallback
@@ -76,7 +50,7 @@ def test_wandb_offline_run(unpaired, tmp_path, monkeypatch):
     try:
         with quiet(): learn.fit(2, 1e-3, cbs=WandbGAN(n_images=2))
     finally: wandb.finish()
-    rows = _wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
+    rows = wandb_rows(run.dir.rsplit('/files', 1)[0] if run.dir.endswith('files') else run.dir)
     n = 2 * len(learn.dls.train)
     assert [r['_step'] for r in rows if 'train/cycle_a' in r] == list(range(1, n + 1))
     assert all(f'train/{c}' in rows[0] for c in learn.cycle_gan_trainer.cols)
@@ -174,7 +148,7 @@ def test_all_brings_the_loggers_and_the_readme_snippet_runs(pairs, tmp_path):
     code = ("import sys; ns = {}; exec('from gan_callbacks.all import *', ns)\n"
             "names = ('TensorBoardGAN', 'WandbGAN', 'ValidateEvery', 'KeepBest', 'EarlyStop', 'to_multiple', 'make_app')\n"
             "assert all(n in ns for n in names), [n for n in names if n not in ns]\n"
-            "assert callable(ns['generator']) and callable(ns['app'])   # inference.generator and cli.app, not the modules\n"
+            "assert callable(ns['generator_of']) and callable(ns['app'])   # the functions, not modules\n"
             "assert not {'wandb', 'gradio', 'torch.utils.tensorboard'} & set(sys.modules), sorted(sys.modules)")
     r = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr[-2000:]

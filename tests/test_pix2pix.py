@@ -12,7 +12,7 @@ from gan_callbacks.nets.networks import UnetGenerator, PatchDiscriminator
 from gan_callbacks.trainer.nonfinite import NonFiniteGuard
 from gan_callbacks.trainer.precision import maybe_autocast
 from gan_callbacks.gans.pix2pix import Pix2pixTrainer, pix2pix_learner
-from gan_callbacks.trainer.optim import pix2pix_adam
+from gan_callbacks.trainer.optim import pix2pix_adam, linear_decay_schedule
 from gan_callbacks.trainer.test_mode import paper_test_mode
 from gan_callbacks.trainer.nonfinite import NonFiniteError
 from gan_callbacks.trainer.progress import SyncFreeProgressCallback
@@ -106,7 +106,6 @@ def test_fit_linear_decay_schedule():
     G, D = nets()
     learn = pix2pix_learner(make_dls(data), generator=G, discriminator=D, cbs=Rec())
     with learn.no_bar(), learn.no_logging(): learn.fit_gan(2, 2, lr=1e-3)
-    sched = linear_decay_schedule(1e-3, 2, 2)
     assert [round(l/1e-3, 6) for _, l, _ in lrs] == [1, 1, 1, 1, round(2/3, 6), round(2/3, 6), round(1/3, 6), round(1/3, 6)]
     assert all(d == g for _, g, d in lrs)
 

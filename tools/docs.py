@@ -11,18 +11,17 @@ root = Path(__file__).resolve().parent.parent
 # A notebook whose number no section names is kept too, under "More", so every notebook is a page.
 sections = [
     ('Get started', ['00', '01']),
-    ('pix2pix', ['02']),
-    ('CycleGAN', ['03']),
-    ('CUT', ['04']),
-    ('pix2pixHD', ['05']),
-    ('Your own data', ['06', '07']),
-    ('Writing a trainer', ['08']),
-    ('Better images', ['09']),
-    ('Metrics', ['10']),
-    ('Deployment', ['11']),
-    ('Distributed', ['12']),
-    ('Porting v1 code', ['13']),
-    ('Developing', ['14']),
+    ('The four GANs', ['02']),
+    ('Networks and losses', ['03']),
+    ('Data', ['04']),
+    ('Stabilizers', ['05']),
+    ('Writing a trainer', ['06']),
+    ('Callbacks', ['07']),
+    ('Metrics', ['08']),
+    ('Deployment', ['09']),
+    ('The command line', ['10']),
+    ('Porting v1 code', ['11']),
+    ('Developing', ['12']),
 ]
 
 def title(nb):
@@ -68,7 +67,7 @@ def modules():
 
 def own_names(mod):
     "The names of `gan_callbacks.<mod>.__all__` defined there (re-exports are documented where defined), and its `@patch`es"
-    tree = ast.parse((root/'gan_callbacks'/f'{mod}.py').read_text())
+    tree = ast.parse((root/'gan_callbacks'/(mod.replace('.', '/') + '.py')).read_text())
     defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
     defined |= {t.id for n in tree.body if isinstance(n, (ast.Assign, ast.AnnAssign))
                 for t in (n.targets if isinstance(n, ast.Assign) else [n.target]) if isinstance(t, ast.Name)}
@@ -96,14 +95,14 @@ def build(strict=True):
     src = work/'src'
     (src/'api').mkdir(parents=True)
     shutil.copytree(root/'nbs'/'images', src/'images')
-    (src/'index.md').write_text((root/'README.md').read_text().replace('](nbs/images/', '](images/'))
+    (src/'index.md').write_text((root/'README.md').read_text().replace('](nbs/', ']('))   # the notebooks' pages and pictures
     nbs = [p for p in sorted((root/'nbs').glob('*.ipynb')) if p.stem != 'index']
     pages = page_names(nbs)
     titles = {p.stem: clean_nb(p, src/p.name, pages) for p in nbs}
     nav = make_nav(titles)
     api = []
     for mod, nb in sorted(modules().items(), key=lambda o: o[1]):
-        if mod in ('all', '__main__') or not (names := own_names(mod)): continue
+        if mod in ('all', '__main__') or mod.endswith('__init__') or not (names := own_names(mod)): continue
         (src/'api'/f'{mod}.md').write_text(f"# gan_callbacks.{mod}\n\nThe public names of `gan_callbacks.{mod}`, "
                                            f"made from the notebook [{titles.get(Path(nb).stem, nb)}](../{nb}).\n\n"
                                            f"::: gan_callbacks.{mod}\n    options:\n      show_root_heading: false\n      members: {names}\n")

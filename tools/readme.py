@@ -1,5 +1,5 @@
 "Write README.md from nbs/index.ipynb: markdown cells as they are (image links made relative to the root), code cells as python blocks, hidden cells left out."
-import sys
+import re, sys
 from pathlib import Path
 from execnb.nbio import read_nb
 
@@ -8,7 +8,8 @@ def render(nb_path):
     for c in read_nb(nb_path).cells:
         src = c.source.strip()
         if not src or src.startswith('#| hide'): continue
-        if c.cell_type == 'markdown': out.append(src.replace('](images/', '](nbs/images/'))   # links relative to the repository root
+        if c.cell_type == 'markdown':   # links relative to the repository root
+            out.append(re.sub(r'\]\((\w+\.ipynb)', r'](nbs/\1', src.replace('](images/', '](nbs/images/')))
         elif c.cell_type == 'code':
             src = '\n'.join(l for l in src.splitlines() if not l.startswith('#|'))
             out.append(f"```python\n{src}\n```")

@@ -16,7 +16,7 @@ from fastai.vision.all import *
 from ..internals import pickle_transforms_by_function, tensor_class
 from .fast_loader import *
 from .images import *
-from .samples import *   # the sample datasets, importable from here too
+from .samples import *
 
 
 # %% auto #0

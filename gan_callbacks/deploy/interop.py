@@ -4,7 +4,8 @@
 
 # %% ../../nbs/09d_interop.ipynb #a40ded97
 from __future__ import annotations
-import json, warnings
+import json, pickle, warnings
+from types import SimpleNamespace
 from collections import OrderedDict
 from pathlib import Path
 import torch
@@ -20,8 +21,8 @@ from .state_dicts import InteropError, generator_from_state_dict, clean_state_di
 from .model_folder import write_model_folder, read_model_folder, model_file, config_file, card_file
 
 # %% auto #0
-__all__ = ['export_formats', 'read_generator', 'load_generator', 'reference_options', 'export_reference', 'check_onnx',
-           'export_onnx', 'export_generator']
+__all__ = ['moved_modules', 'flat_layout_pickle', 'export_formats', 'read_generator', 'load_generator', 'reference_options',
+           'export_reference', 'check_onnx', 'export_onnx', 'export_generator']
 
 # %% ../../nbs/09d_interop.ipynb #f2a34655
 def _torch_load(fn, device, trust_pickle=False):
@@ -54,7 +55,7 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, trus
     if fn.is_dir(): return read_model_folder(fn, device)
     if not fn.is_file(): raise InteropError(f"{fn}: no such file or folder")
     if fn.suffix == '.pkl':
-        try: learn = load_learner(fn, cpu=device.type == 'cpu')
+        try: learn = load_learner(fn, cpu=device.type == 'cpu', pickle_module=flat_layout_pickle)
         except Exception as e: raise InteropError(f"{fn}: cannot load it as a fastai export ({type(e).__name__}: {e})") from e
         return learn.model.to(device).eval(), generator_settings(learn, size=size)
     ck = _torch_load(fn, device, trust_pickle)
@@ -70,6 +71,70 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, trus
 def load_generator(path, device=None, **hints):
     "The generator in `path` (model folder, fastai export, `GANCheckpoint` or reference state dict), in eval mode"
     return read_generator(path, device, **hints)[0]
+
+# %% ../../nbs/09d_interop.ipynb #55d1133b
+# where each module of the flat layout (before the wings) lives now
+moved_modules = {
+    'app': 'deploy.webapp',
+    'augment': 'stabilizers.diffaugment',
+    'checkpoint': 'callback.checkpoint',
+    'checks': 'cli.preflight',
+    'cli': 'cli.parser',
+    'commands': 'cli.commands',
+    'core': 'v1.bridge',
+    'cut': 'gans.cut',
+    'cyclegan': 'gans.cyclegan',
+    'data': 'data.folders',
+    'discriminators': 'trainer.discriminator_updates',
+    'distributed': 'trainer.distributed',
+    'ema': 'stabilizers.ema',
+    'evaluation': 'metrics.evaluation',
+    'gan': 'trainer.base',
+    'generator': 'trainer.test_mode',
+    'guard': 'trainer.nonfinite',
+    'hd_losses': 'nets.hd_losses',
+    'hd_models': 'nets.hd_networks',
+    'images': 'data.images',
+    'inception': 'nets.inception',
+    'inference': 'deploy.inference',
+    'interop': 'deploy.interop',
+    'interrupts': 'cli.interrupts',
+    'labels': 'data.label_maps',
+    'learner': 'trainer.learner',
+    'loader': 'data.fast_loader',
+    'loggers': 'callback.loggers',
+    'loss_log': 'trainer.loss_log',
+    'losses': 'nets.losses',
+    'lpips_metric': 'nets.lpips',
+    'metrics': 'metrics.scores',
+    'model_folder': 'deploy.model_folder',
+    'models': 'nets.networks',
+    'optim': 'trainer.optim',
+    'pix2pix': 'gans.pix2pix',
+    'pix2pixhd': 'gans.pix2pixhd',
+    'precision': 'trainer.precision',
+    'progress': 'trainer.progress',
+    'regularize': 'stabilizers.regularize',
+    'runs': 'cli.runs',
+    'safety': 'atomic',
+    'samples': 'data.samples',
+    'show': 'callback.grids',
+    'stabilizers': 'stabilizers.recipes',
+    'state_dicts': 'deploy.state_dicts',
+    'steps': 'trainer.updates',
+    'swd_metric': 'metrics.swd',
+    'test_time': 'trainer.test_mode',
+    'v1': 'v1.port'}
+
+class _FlatLayoutUnpickler(pickle.Unpickler):
+    "An unpickler that finds a class of the flat layout's modules in its new home"
+    def find_class(self, module, name):
+        old = module.split('.', 1)[1] if module.startswith('gan_callbacks.') else None
+        if old in moved_modules: module = f'gan_callbacks.{moved_modules[old]}'
+        return super().find_class(module, name)
+
+flat_layout_pickle = SimpleNamespace(Unpickler=_FlatLayoutUnpickler, load=lambda f, **kw: _FlatLayoutUnpickler(f, **kw).load(),
+                                     __name__='flat_layout_pickle')   # a pickle module for `torch.load` and `load_learner`
 
 # %% ../../nbs/09d_interop.ipynb #ae66014c
 _netG_names = {('unet', 'num_downs', 8): 'unet_256', ('unet', 'num_downs', 7): 'unet_128',

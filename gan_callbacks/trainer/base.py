@@ -21,9 +21,6 @@ from .nonfinite import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers
 from .loss_log import LossLog, track_losses
 from .discriminator_updates import Discriminators
 from ..stabilizers.recipes import Stabilizers
-# still importable from here, where they lived before the trainer's parts had modules of their own
-from .nonfinite import NonFiniteError, restore_if
-from .loss_log import direct_trackers
 
 # %% auto #0
 __all__ = ['FastaiEvents', 'AdversarialTrainer', 'find_trainer']
