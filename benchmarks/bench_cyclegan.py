@@ -19,7 +19,8 @@ from fastai.data.load import DataLoader
 from fastai.data.core import DataLoaders
 
 from gan_callbacks.nets.networks import ResnetGenerator, PatchDiscriminator
-from gan_callbacks.gans.cyclegan import cyclegan_learner, ImagePool
+from gan_callbacks.gans.cyclegan import cyclegan_learner
+from gan_callbacks.trainer.image_pool import ImagePool
 from bench_step import interleave, machine
 
 LR, BETAS, EPS, LAMBDA, LAMBDA_IDT, POOL = 2e-4, (0.5, 0.999), 1e-8, 10., 0.5, 50

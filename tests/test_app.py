@@ -9,6 +9,8 @@ from gan_callbacks.nets.networks import UnetGenerator
 from gan_callbacks.deploy.model_folder import write_model_folder
 from gan_callbacks.cli.parser import main
 
+pytestmark = pytest.mark.slow   # a browser and a web server: `make test-all`
+
 CHROMIUM = os.environ.get('CHROMIUM', '/usr/bin/chromium')
 needs_chromium = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (apt-get install chromium)")
 FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--no-first-run']

@@ -95,6 +95,7 @@ def test_bad_data_exit_2(tmp_path, capsys):
     assert 'broken.png' in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_console_script_exit_code(tmp_path):
     exe = Path(sys.executable).parent/'gan_callbacks'   # the console script installed with the package
     r = subprocess.run([str(exe), 'translate', '--model', str(tmp_path/'none.pkl'), '--input', '.', '--output', str(tmp_path)],
@@ -196,6 +197,7 @@ def test_resume_command():
     assert resume_command(['train', '--sample'], True) == 'gan_callbacks train --sample --resume'
 
 
+@pytest.mark.slow
 def test_ctrl_c_in_a_logged_run_saves_and_says_how_to_resume(tmp_path):
     "A run with stdout sent to a file: a line per epoch, no bars; SIGINT after the first epoch: one line, exit 130, a loadable checkpoint"
     import shlex, signal, time
@@ -384,6 +386,7 @@ def test_train_help_names_every_model(capsys):
     description = out.split('\n\n')[1]   # after the usage, before the options
     assert all(m in description for m in train_runs), description
 
+@pytest.mark.slow
 def test_commands_print_no_third_party_notices(trained, tiny, tmp_path):
     "Every warning shown (`python -W default`): `translate` of a pickle it was told to trust prints its own line only, no fastai, pandas or torch notice"
     r = subprocess.run([sys.executable, '-W', 'default', '-m', 'gan_callbacks', 'translate', '--model', str(trained/'generator.pkl'),

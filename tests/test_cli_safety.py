@@ -6,6 +6,8 @@ from gan_callbacks.cli.parser import main
 from gan_callbacks.data.samples import sample_pairs
 from helpers import default_signals, wait_for, run_cli as run, one_line, TINY
 
+pytestmark = pytest.mark.slow   # signals, locks and whole runs of the command: `make test-all`
+
 EXE = str(Path(sys.executable).parent/'gan_callbacks')
 
 

@@ -15,6 +15,8 @@ from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
 from gan_callbacks.internals import compiled_graphs, is_compiled
 from helpers import Unpaired
 
+pytestmark = pytest.mark.slow   # torch.compile: `make test-all`
+
 # dynamo's graphs and AOT autograd's forward/backward split, run by eager kernels: what decides which compiled frame
 # runs (guards on `requires_grad`, train/eval, shapes) without generating C++ kernels, minutes each on a small CPU
 COMPILE = {'backend': 'aot_eager'}

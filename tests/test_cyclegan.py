@@ -10,7 +10,8 @@ import fastai.callback.schedule  # Learner.lr_find
 from gan_callbacks.nets.networks import ResnetGenerator, PatchDiscriminator
 from gan_callbacks.trainer.base import AdversarialTrainer
 from gan_callbacks.trainer.optim import pix2pix_adam
-from gan_callbacks.gans.cyclegan import ImagePool, CycleGANTrainer, CycleGANModel, cyclegan_learner
+from gan_callbacks.trainer.image_pool import ImagePool
+from gan_callbacks.gans.cyclegan import CycleGANTrainer, CycleGANModel, cyclegan_learner
 from gan_callbacks.callback.checkpoint import GANCheckpoint
 from helpers import Unpaired, unpaired_resume_dls, batches as rand_batches, unpaired_dls as make_dls, cyclegan_nets as nets, \
     state, assert_close, cyclegan_resume_learner as resume_learner

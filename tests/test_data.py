@@ -500,6 +500,7 @@ def test_sample_pairs_layout_and_cache(home):
     assert (p/'train'/'0000.png').stat().st_mtime_ns == mtime      # reused, not rebuilt
     assert not [o for o in home.iterdir() if o.name.startswith('.')]  # no temporary folders left
 
+@pytest.mark.slow
 def test_sample_pairs_default_location(home):
     assert sample_pairs(n_train=400, n_valid=40, size=16, kind='edges', path=None).name == 'sample_edges_16'
 

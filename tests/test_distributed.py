@@ -10,6 +10,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from distrib_worker import make_learner, make_cyclegan, make_cut, items, nets, trainer, tiny_d, LR
 from helpers import fit as quiet
 
+pytestmark = pytest.mark.slow   # several processes: `make test-all`
+
 WORKER = str(Path(__file__).parent/'distrib_worker.py')
 
 def same(a, b):

@@ -18,6 +18,8 @@ import contextlib, io, json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({mem}, {mem}))
 {more}
 from gan_callbacks.cli.parser import main
+
+pytestmark = pytest.mark.slow   # whole runs of the command under hostile input: `make test-all`
 res = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()

@@ -43,6 +43,7 @@ def test_formula_and_files(tmp_path, net):
         assert torch.equal(loaded(x, x), torch.zeros(2))
         assert torch.allclose(loaded(x[:, :1], y[:, :1]), loaded(x[:, :1].expand(-1, 3, -1, -1), y[:, :1].expand(-1, 3, -1, -1)))
 
+@pytest.mark.slow
 def test_missing_and_wrong_files(tmp_path):
     with pytest.raises(FileNotFoundError, match=r"LPIPS needs torchvision's alexnet-owt-7be5be79.pth, not found at .*curl -L -o .*download.pytorch.org"):
         lpips_net('alex', tmp_path)

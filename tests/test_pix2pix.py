@@ -370,6 +370,7 @@ def test_channels_last_option_same_training():
     assert_close(state(cl.model), state(ref.model), atol=1e-4)
     assert_close(state(cl.pix2pix_trainer.discriminator), state(ref.pix2pix_trainer.discriminator), atol=1e-4)
 
+@pytest.mark.slow
 def test_compile_option_same_training_and_pickling():
     import pickle
     ref, comp = _fit_with(), _fit_with(compile=True)

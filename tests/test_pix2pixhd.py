@@ -738,6 +738,7 @@ torch.save(dict(G=unwrap(learn.model).state_dict(), D=t.discriminator.state_dict
            f'{out}/state{rank}.pt')
 '''
 
+@pytest.mark.slow
 def test_two_processes_train_one_model(tmp_path):
     "Data-parallel on 2 CPU processes: G (DDP) and the discriminators (the library's all-reduce) start from rank 0's weights and stay equal"
     import sys

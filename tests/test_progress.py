@@ -65,6 +65,7 @@ def test_a_logger_function_gets_the_rows_too(capsys):
     assert learn.logger == got.append
 
 
+@pytest.mark.slow
 def test_off_a_terminal_one_line_per_epoch(capsys):
     learn = pix2pix_learner(tiny_dls(), generator=G())
     assert learn.progress.bars is None    # decided at each fit: pytest's stdout is not a terminal

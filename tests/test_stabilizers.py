@@ -75,12 +75,12 @@ def test_color_changes_the_image_only():
 def test_r1_every_k_d_steps_with_the_interval_as_scale():
     k, gamma, calls = 3, 2., []
     class Spy(Pix2pixTrainer):
-        def step_d(self, loss):
+        def _step_d(self, loss):   # every D step, the penalty's too
             calls.append((self.learn.train_iter, loss.detach().clone(), self.stabilizers.lazy.n_steps))
             if len(calls) >= 2 and calls[-2][0] == calls[-1][0]:   # the iteration's second D step: the penalty's
                 A, B = self.learn.xb[0], self.learn.yb[0]
                 calls[-1] += (r1_penalty(self.discriminator, B, cond=A, gamma=gamma).detach() * k,)
-            return super().step_d(loss)
+            return super()._step_d(loss)
     set_seed(0)
     learn = Learner(paired_dls(n=24), UnetGenerator(num_downs=5, ngf=8), loss_func=L1LossFlat(), opt_func=pix2pix_adam,
                     cbs=Spy(PatchDiscriminator(6, ndf=8, n_layers=2), r1_gamma=gamma, reg_interval=k))

@@ -79,6 +79,7 @@ class TrainRun:
     schedule = (_fit_gan.n_epochs, _fit_gan.n_epochs_decay)   # epochs at the initial lr and of linear decay, when `train` is given none
     fit = 'fit_gan'         # the `Learner` method fitting with the reference's schedule
     crops = True            # trains on random crops; else on whole images `load_size` wide (`crop_size` is unused)
+    valid_folders = 'a folder of validation pairs val/'   # what `--data` needs to validate on, for the message when it has none
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
     def check(self): pass          # checks of the model's own options that `check_numbers` does not make
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
@@ -131,8 +132,8 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     try: learn = run.learner(data, out, bs=bs, load_size=load_size, crop_size=crop_size, ngf=ngf)
     except (ValueError, FileNotFoundError, OSError) as e: raise CLIError(str(e))
     if not len(learn.dls.valid_ds):
-        raise CLIError(f"--data {data}: nothing to validate on, and too few training images to set some apart: add a folder of "
-                       + ("pairs val/" if model == 'pix2pix' else "images testA/ and testB/") + " (it need not be large)")
+        raise CLIError(f"--data {data}: nothing to validate on, and too few training images to set some apart: add {run.valid_folders} "
+                       "(it need not be large)")
     trained_in, why = _set_precision(learn, precision, quiet=bool(rank))
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
@@ -243,6 +244,7 @@ class CycleGANRun(TrainRun):
     "CycleGAN on an unpaired folder: ResNet generators, and G_A scored against true B images when the folder has them"
     name, multiple, why, sample_name = 'cyclegan', 4, 'the ResNet halves it twice', 'unpaired sample dataset'
     title, g, directions = 'CycleGAN', 'G_A', ' --direction AtoB|BtoA'   # what the messages call the model, the generator scored, the directions
+    valid_folders = 'folders of test images testA/ and testB/'
     def __init__(self, gan_mode=_cyc.gan_mode, n_blocks=_resnet.n_blocks, lambda_a=_cyc.lambda_a, lambda_b=_cyc.lambda_b,
                  lambda_idt=_cyc.lambda_idt, pool_size=_cyc.pool_size, num_d=_cyc.num_D, lambda_feat=_cyc.lambda_feat): store_attr()
     def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt, '--lambda-feat': self.lambda_feat}
@@ -311,8 +313,6 @@ class FastCUTRun(CUTRun):
     name, mode, title = 'fastcut', 'fastcut', 'FastCUT'
     schedule = (cut_modes['fastcut']['n_epochs'], cut_modes['fastcut']['n_epochs_decay'])
 
-train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun}   # the models of `train`, by `--model` name
-
 # %% ../../nbs/10c_runs.ipynb #79d46a37
 from ..data.label_maps import LabelDataLoaders, sample_labels, colour_labels
 from ..nets.hd_networks import LocalEnhancer
@@ -337,6 +337,7 @@ _hd, _hdl, _le, _hdfit = defaults_of(Pix2pixHDTrainer), defaults_of(pix2pixhd_le
 class Pix2pixHDRun(TrainRun):
     "pix2pixHD on label maps (or images, `label_nc=0`): global or local generator, multi-scale D, feature matching and VGG terms"
     name, sample_name, fit, crops = 'pix2pixhd', 'label-map sample dataset', 'fit_pix2pixhd', False
+    valid_folders = 'validation label maps val_label/ and their photos val_img/'
     schedule = (_hdfit.n_epochs, _hdfit.n_epochs_decay)
     def __init__(self, gan_mode=_hd.gan_mode, label_nc=defaults_of(LabelDataLoaders.from_folder).label_nc, instance=None, net_g=_hdl.netG,
                  n_downsampling=_le.n_downsampling, n_blocks=_le.n_blocks, n_local_enhancers=_le.n_local_enhancers, n_blocks_local=_le.n_blocks_local,
@@ -385,4 +386,4 @@ class Pix2pixHDRun(TrainRun):
                    f"Wrote to {out}/: history.csv, losses.png, {grid.files[-1].name} (labels | output | photo, one per epoch), "
                    f"generator/ (a model folder), generator.pkl, summary.json, checkpoints/"]
 
-train_runs['pix2pixhd'] = Pix2pixHDRun
+train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun, 'pix2pixhd': Pix2pixHDRun}   # the models of `train`, by `--model` name

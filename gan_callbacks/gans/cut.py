@@ -4,7 +4,6 @@
 
 # %% ../../nbs/02c_cut.ipynb #a75e9205
 from __future__ import annotations
-import warnings
 import numpy as np
 import torch
 from torch import nn
@@ -13,11 +12,9 @@ from fastcore.meta import delegates
 from ..nets.networks import ResnetGenerator, PatchDiscriminator, PatchSampleF, init_weights
 from ..nets.losses import GANLoss, PatchNCELoss
 from ..trainer.optim import pix2pix_adam
-from ..trainer.base import AdversarialTrainer
-from ..trainer.nonfinite import norm_stats, restore_if
+from ..trainer.pairing import UnpairedTrainer
 from ..trainer.updates import follow_schedule, learner_device, state_or_none
-from ..internals import in_lr_find, predicting, is_tensorboard_callback
-from ..trainer.test_mode import to_multiple, from_multiple
+from ..internals import in_lr_find, predicting
 from ..trainer.learner import gan_learner, trainer_options
 from ..stabilizers.recipes import with_recipe
 from ..trainer.distributed import unwrap, share_module
@@ -52,9 +49,9 @@ def _even_ids(feat, n:int):
 
 # %% ../../nbs/02c_cut.ipynb #934e0b85
 @delegates()
-class CUTTrainer(AdversarialTrainer):
+class CUTTrainer(UnpairedTrainer):
     "CUT and FastCUT: per batch a D update on the detached fake, then G and the patch sampler F together through the updated D"
-    name = 'cut_trainer'
+    name, learner_function = 'cut_trainer', 'cut_learner'
     d_names, d_cols = ('discriminator',), ('d_real', 'd_fake')
     def __init__(self, discriminator:nn.Module|None=None, # D, judges B images; `None` builds the anti-aliased instance-norm PatchGAN
                  sampler:PatchSampleF|None=None, # F; `None` builds `PatchSampleF()` (MLPs to 256 channels)
@@ -81,15 +78,8 @@ class CUTTrainer(AdversarialTrainer):
         return init_weights(PatchDiscriminator(in_ch, norm='instance', antialias=True), 'xavier')
 
     def on_train_begin(self, **kwargs):
-        "Check that the Learner reports `generator_loss`; F on the device (and the same on every process); the common set-up"
-        if getattr(self.learn.loss_func, '__self__', None) is not self:
-            raise ValueError("CUTTrainer computes G's loss itself: build the Learner with `loss_func=trainer.generator_loss` (`cut_learner` does)")
+        "F on the device (and the same on every process); the unpaired set-up (see `UnpairedTrainer`)"
         share_module(self.learn, self.sampler.to(learner_device(self.learn)).train())
-        for cb in self.learn.cbs:
-            if is_tensorboard_callback(cb) and getattr(cb, 'trace_model', False):
-                # fastai traces `model(*xb)` with `add_graph(model, *xb)`, which takes real_B for its `verbose` flag
-                warnings.warn("TensorBoardCallback cannot trace CUT's model from a batch of two domains: trace_model switched off")
-                cb.trace_model = False
         super().on_train_begin(**kwargs)
         self._f_fresh = (self.sampler.channels is None, self.f_opt is None) if in_lr_find(self.learn) else None
 
@@ -98,21 +88,16 @@ class CUTTrainer(AdversarialTrainer):
         self._size = None
         if not train and (torch.is_tensor(last_input) or predicting(self.learn)):   # A alone (in `get_preds`, of a pair): translate
             real_A, real_B = last_input if torch.is_tensor(last_input) else last_input[0], None
-            if predicting(self.learn): real_A, self._size = to_multiple(real_A, getattr(unwrap(self.learn.model), 'multiple', 1))
+            if predicting(self.learn): real_A = self.predict_input(real_A)
         else:
             real_A, real_B = _check_batch(last_input)
             self.setup_discriminators({'discriminator': real_B.shape[1]})
             self.d_requires_grad(False)
-        self._d_keep = norm_stats(self.discriminator) if not train and real_B is not None else None   # validation leaves D alone
         x = torch.cat([real_A, real_B]) if train and self.nce_idt else real_A
         self._flipped = bool(train and self.flip_equivariance and np.random.random() < 0.5)   # numpy's generator, as the reference
         if self._flipped: x = x.flip(3)
         y = () if real_B is None else (real_A, real_B)
         return super().on_batch_begin(x, y, train, **kwargs)
-
-    def on_loss_begin(self, last_output, **kwargs):
-        "In `get_preds`: a translation made at another size goes back to its input's size"
-        if self._size is not None: return {'last_output': from_multiple(last_output, self._size)}
 
     def generator_loss(self, out, real_A, real_B):
         "The Learner's `loss_func`: a stand-in in training (see `on_batch_end`), G's loss through the frozen D in validation"
@@ -121,26 +106,23 @@ class CUTTrainer(AdversarialTrainer):
         ready = self.lambda_nce > 0 and (not self.sampler.use_mlp or self.sampler.channels is not None)
         return g_gan + self.nce(real_A, out, fixed=True) if ready else g_gan
 
-    def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
+    def on_batch_end(self, last_target, last_output, **kwargs):
         "The CUT iteration: D on the detached fake B, then G and F together on the GAN and PatchNCE terms through the updated D"
-        self.leave_forward()
-        if not train: return None if self._d_keep is None else restore_if(torch.ones((), dtype=torch.bool, device=last_output.device), self._d_keep)
         (real_A, real_B), D = last_target, self.discriminator
         fake_B, idt_B = last_output[:len(real_A)], last_output[len(real_A):]
-        d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
         self.d_requires_grad(True); self.d_zero_grad()
         with self.autocast():
-            d_fake, d_real = self.gan_loss(D(self.d_input(fake_B.detach())), False), self.gan_loss(D(self.d_input(real_B)), True)
-        d_bad = self.step_d(0.5 * (d_fake + d_real)) | self.d_regularize((D, real_B, fake_B.detach()))
+            d_fake, d_real = self.gan_loss(D(fake_B.detach()), False), self.gan_loss(D(real_B), True)
+        self.step_d(0.5 * (d_fake + d_real))
         self.d_requires_grad(False)
         with self.autocast():
-            g_gan = self.lambda_gan * self.gan_loss(D(self.d_input(fake_B)), True, for_discriminator=False) if self.lambda_gan > 0 else d_fake.new_zeros(())
+            g_gan = self.lambda_gan * self.gan_loss(D(fake_B), True, for_discriminator=False) if self.lambda_gan > 0 else d_fake.new_zeros(())
             nce = self.nce(real_A, fake_B)
             nce_y = self.nce(real_B, idt_B) if self.nce_idt else None
             loss = g_gan + (nce if nce_y is None else 0.5 * (nce + nce_y))
-        bad = self.step_g(loss) | d_bad   # skipped: a flag on the device
+        self.step_g(loss)   # G and F together
         self.learn.loss = loss.detach()   # G's loss is the train loss
-        self.end_iteration(bad, (g_gan, nce, *([] if nce_y is None else [nce_y]), d_real, d_fake), epoch, num_batch, d_stats)
+        self.log_losses(g_gan=g_gan, nce=nce, nce_y=nce_y, d_real=d_real, d_fake=d_fake)
 
     def nce(self, src, tgt, fixed:bool=False):
         "PatchNCE between images `src` and their translations `tgt`, at the same places of G's features, averaged over `nce_layers`"
@@ -168,12 +150,15 @@ class CUTTrainer(AdversarialTrainer):
 
     def step_g(self, loss):
         "Backward `loss` and step G (the Learner's optimizer) and F (`f_opt`, at this batch's lr, mom and wd) together"
-        if self.f_opt is None: return super().step_g(loss)
-        if self.accumulation.first: self.f_opt.zero_grad()   # G's gradients were freed before the forward
-        follow_schedule(self.f_opt, self.learn)
-        params = self.listed('gf', lambda: self.g_params() + list(self.sampler.parameters()))
-        clip, norm_type = self.g_clip()
-        return self.accumulation.step('g', loss, [self.learn.opt, self.f_opt], params, self.precision.scaler('g'), clip, self.check_grads, norm_type)
+        if self.f_opt is not None:
+            if self.accumulation.first: self.f_opt.zero_grad()   # G's gradients were freed before the forward
+            follow_schedule(self.f_opt, self.learn)
+        return super().step_g(loss)
+
+    def g_optimizers(self):
+        "G's optimizer and F's, once F has one, over G's and F's parameters"
+        if self.f_opt is None: return super().g_optimizers()
+        return [self.learn.opt, self.f_opt], self.listed('gf', lambda: self.g_params() + list(self.sampler.parameters()))
 
     def state_dict(self):
         "`AdversarialTrainer`'s state, F (its MLPs included) and F's optimizer"

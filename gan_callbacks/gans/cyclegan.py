@@ -4,7 +4,6 @@
 
 # %% ../../nbs/02b_cyclegan.ipynb #40a4443d
 from __future__ import annotations
-import random, warnings
 from functools import reduce
 from operator import add
 import torch
@@ -14,44 +13,18 @@ from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from ..nets.networks import PatchDiscriminator, ResnetGenerator
 from ..trainer.optim import pix2pix_adam
-from ..trainer.base import AdversarialTrainer
-from ..trainer.nonfinite import norm_stats, restore_if
+from ..trainer.pairing import UnpairedTrainer
+from ..trainer.image_pool import ImagePool
 from ..trainer.updates import learner_device
-from ..internals import predicting, is_tensorboard_callback
-from ..trainer.test_mode import to_multiple, from_multiple, check_image_range
+from ..internals import predicting
+from ..trainer.test_mode import check_image_range
 from ..trainer.learner import gan_learner, trainer_options
 from ..stabilizers.recipes import with_recipe
 from ..trainer.distributed import unwrap
 from ..data.folders import unpaired_batch, domain_channels
 
 # %% auto #0
-__all__ = ['ImagePool', 'CycleGANModel', 'CycleGANTrainer', 'cyclegan_learner']
-
-# %% ../../nbs/02b_cyclegan.ipynb #0aefd8cf
-class ImagePool:
-    "The reference's history of fakes: up to `size` of them; once full, half of the queries return a stored fake and keep the new one"
-    def __init__(self, size:int=50): self.size, self.images = size, []
-    def __len__(self): return len(self.images)
-
-    def query(self, images):
-        "The images to show the discriminator for the batch `images` (detached), updating the pool"
-        if self.size == 0: return images
-        out = []
-        for im in images.detach().split(1):
-            keep = im.isfinite().all()   # on the device: a non-finite fake is not stored
-            if len(self.images) < self.size:
-                self.images.append(torch.where(keep, im, torch.zeros_like(im))); out.append(im)
-            elif random.uniform(0, 1) > 0.5:
-                i = random.randint(0, self.size - 1)
-                out.append(self.images[i]); self.images[i] = torch.where(keep, im, self.images[i])
-            else: out.append(im)
-        return torch.cat(out)
-
-    def state_dict(self): return dict(size=self.size, images=torch.cat(self.images) if self.images else None)
-    def load_state_dict(self, sd, device=None):
-        "The stored images of `sd` (on `device`)"
-        if sd['size'] != self.size: raise ValueError(f"an image pool of size {sd['size']} cannot be loaded into one of size {self.size}")
-        self.images = [] if sd['images'] is None else list(sd['images'].to(device).split(1))
+__all__ = ['CycleGANModel', 'CycleGANTrainer', 'cyclegan_learner']
 
 # %% ../../nbs/02b_cyclegan.ipynb #b089307e
 class CycleGANModel(nn.Module):
@@ -83,9 +56,9 @@ def _check_batch(b, lambda_idt):
                          f"of channels; domain A has {a.shape[1]}, domain B {b.shape[1]}: set lambda_idt=0")
 
 @delegates()
-class CycleGANTrainer(AdversarialTrainer):
+class CycleGANTrainer(UnpairedTrainer):
     "CycleGAN: per training batch, `on_batch_end` trains G_A and G_B through the frozen discriminators, then D_A and D_B on pooled fakes"
-    d_names = ('d_a', 'd_b')
+    d_names, learner_function = ('d_a', 'd_b'), 'cyclegan_learner'
     g_cols, d_cols = ('g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b'), ('d_a', 'd_b')
     raw_preds = False   # `get_preds`: the model's six training outputs instead of the translations
     takes_multiscale = True   # `num_D`, `lambda_feat`: pix2pixHD's D and feature matching (see `stabilizers`)
@@ -107,17 +80,9 @@ class CycleGANTrainer(AdversarialTrainer):
         return ms.discriminator(in_ch, 'instance') if ms.multiscale else PatchDiscriminator(in_ch=in_ch, norm='instance')
 
     def on_train_begin(self, **kwargs):
-        "Check that the Learner trains on `generator_loss`; identity terms on or off; then the common set-up"
-        if getattr(self.learn.loss_func, '__self__', None) is not self:
-            raise ValueError("CycleGANTrainer trains the generators on its own loss: build the Learner with "
-                             "`loss_func=trainer.generator_loss` (`cyclegan_learner` does)")
-        unwrap(self.learn.model).identity = self.lambda_idt > 0
+        "Identity terms on or off, the range to be checked at the first batch; then the unpaired set-up (see `UnpairedTrainer`)"
+        if getattr(self.learn.loss_func, '__self__', None) is self: unwrap(self.learn.model).identity = self.lambda_idt > 0
         self._range_checked = False
-        for cb in self.learn.cbs:
-            if is_tensorboard_callback(cb) and getattr(cb, 'trace_model', False):
-                # fastai traces `model(*xb)` with `add_graph(model, *xb)`, which takes real_B for its `verbose` flag
-                warnings.warn("TensorBoardCallback cannot trace CycleGAN's model of two inputs: trace_model switched off")
-                cb.trace_model = False
         super().on_train_begin(**kwargs)
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
@@ -131,19 +96,14 @@ class CycleGANTrainer(AdversarialTrainer):
             check_image_range(unwrap(self.learn.model).g_a, real_A, real_B, what='images of domains A and B')
         self.setup_discriminators({'d_a': real_B.shape[1], 'd_b': real_A.shape[1]})
         self.d_requires_grad(False)
-        self._d_keep = None if train else norm_stats(self.d_a, self.d_b)   # validation leaves D's statistics alone
         return super().on_batch_begin(last_input, last_input, train, **kwargs)
 
     def _predict_begin(self, last_input, **kwargs):
         "`get_preds` and `predict`: the model sees the input of its `direction` alone and translates it; no target, no loss"
-        xs, self._d_keep = (last_input if isinstance(last_input, (tuple, list)) else (last_input,)), None
+        xs = last_input if isinstance(last_input, (tuple, list)) else (last_input,)
         model = unwrap(self.learn.model)
-        x, self._size = to_multiple(xs[0] if len(xs) == 1 or model.direction == 'AtoB' else xs[1], model.multiple)   # any size
+        x = self.predict_input(xs[0] if len(xs) == 1 or model.direction == 'AtoB' else xs[1])   # any size
         return super().on_batch_begin(x, (), False, **kwargs)
-
-    def on_loss_begin(self, last_output, **kwargs):
-        "In `get_preds`: a translation made at another size goes back to its input's size"
-        if self._size is not None: return {'last_output': from_multiple(last_output, self._size)}
 
     def generator_loss(self, out, real_A, real_B):
         "The Learner's `loss_func`: a stand-in in training (see `on_batch_end`), the generators' loss in validation"
@@ -154,7 +114,7 @@ class CycleGANTrainer(AdversarialTrainer):
         fake_B, rec_A, fake_A, rec_B, *idt = out
         l1 = lambda a, b: F.l1_loss(a.float(), b.float())
         fm = self.stabilizers.lambda_feat   # feature matching: each real as D sees it, with its fake's augmentation
-        seen = lambda fake, real: self.d_inputs_alike([fake, real]) if fm else (self.d_input(fake), None)
+        seen = lambda fake, real: self.d_inputs_alike([fake, real]) if fm else (fake, None)
         x_b, x_rb = seen(fake_B, real_B); pred_b = self.d_a(x_b); loss_g_a = self.gan_loss(pred_b, True, for_discriminator=False)
         x_a, x_ra = seen(fake_A, real_A); pred_a = self.d_b(x_a); loss_g_b = self.gan_loss(pred_a, True, for_discriminator=False)
         cycle_a, cycle_b = l1(rec_A, real_A) * self.lambda_a, l1(rec_B, real_B) * self.lambda_b
@@ -164,32 +124,26 @@ class CycleGANTrainer(AdversarialTrainer):
         if not fm: return res
         return res + (self.stabilizers.feature_matching(self.d_a, pred_b, x_rb), self.stabilizers.feature_matching(self.d_b, pred_a, x_ra))
 
-    def on_batch_end(self, last_input, last_output, train, epoch, num_batch, **kwargs):
+    def on_batch_end(self, last_input, last_output, **kwargs):
         "The CycleGAN iteration: G_A and G_B through the frozen discriminators, then D_A on real B against pooled fake B, D_B on real A against pooled fake A"
-        self.leave_forward()
-        if not train:
-            if self._d_keep is not None: restore_if(torch.ones((), dtype=torch.bool, device=last_input[0].device), self._d_keep)
-            return   # `None` in `get_preds`: nothing ran through D
         (real_A, real_B), (fake_B, _, fake_A, *_) = last_input, last_output
-        d_stats = norm_stats(self.d_a, self.d_b)   # copies, to undo the iteration should it be skipped
         with self.autocast():
             g_terms = self.g_losses(last_output, real_A, real_B)
             loss = reduce(add, g_terms)
-        g_bad = self.step_g(loss)
+        self.step_g(loss)
         self.learn.loss = loss.detach()   # the generators' loss is the train loss
         self.d_requires_grad(True); self.d_zero_grad()
         pooled_B, pooled_A = self.pool_b.query(fake_B), self.pool_a.query(fake_A)
         with self.autocast():
             loss_d_a = self._d_loss(self.d_a, real_B, pooled_B)
             loss_d_b = self._d_loss(self.d_b, real_A, pooled_A)
-        bad = self.step_d(loss_d_a + loss_d_b) | g_bad   # skipped: a flag on the device
-        bad = bad | self.d_regularize((self.d_a, real_B, pooled_B), (self.d_b, real_A, pooled_A))
+        self.step_d(loss_d_a + loss_d_b)
         self.d_requires_grad(False)
-        self.end_iteration(bad, (*g_terms, loss_d_a, loss_d_b), epoch, num_batch, d_stats)
+        self.log_losses(**dict(zip(self.g_cols, g_terms)), d_a=loss_d_a, d_b=loss_d_b)
 
     def _d_loss(self, D, real, fake):
         "The reference's D loss: real judged real, (pooled, detached) fake judged fake, averaged"
-        return 0.5 * (self.gan_loss(D(self.d_input(real)), True) + self.gan_loss(D(self.d_input(fake.detach())), False))
+        return 0.5 * (self.gan_loss(D(real), True) + self.gan_loss(D(fake.detach()), False))
 
     def state_dict(self):
         "`AdversarialTrainer`'s state and the contents of both image pools"

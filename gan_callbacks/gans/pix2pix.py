@@ -7,29 +7,22 @@ from __future__ import annotations
 import torch
 from torch import nn
 import torch.nn.functional as F
-from fastcore.basics import store_attr, patch
+from fastcore.basics import store_attr
 from fastcore.meta import delegates
 from fastcore.foundation import L
-from fastai.learner import Learner
 from fastai.losses import L1LossFlat
 from ..nets.networks import UnetGenerator, PatchDiscriminator
 from ..nets.losses import gradient_penalty
-from ..trainer.optim import pix2pix_adam, linear_decay_schedule
-from ..trainer.progress import SyncFreeProgressCallback
-from ..trainer.base import AdversarialTrainer
-from ..trainer.nonfinite import NonFiniteError, norm_stats
-from ..internals import predicting
-from ..trainer.test_mode import paper_test_mode, to_multiple, from_multiple, check_image_range
+from ..trainer.optim import pix2pix_adam
+from ..trainer.pairing import PairedTrainer
 from ..trainer.learner import gan_learner, trainer_options
 from ..stabilizers.recipes import with_recipe, perceptual_loss
 from ..trainer.updates import learner_device
-from ..trainer.distributed import unwrap
 from ..data.folders import domain_channels
 
 
-
 # %% auto #0
-__all__ = ['PairedTrainer', 'Pix2pixTrainer', 'unet_depth', 'pix2pix_learner']
+__all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner']
 
 # %% ../../nbs/02a_pix2pix.ipynb #aef0147c
 def _check_d_channels(D, A, B):
@@ -40,29 +33,6 @@ def _check_d_channels(D, A, B):
                          f"it sees the input ({A.shape[1]} channels) and the target ({B.shape[1]}) concatenated")
 
 # %% ../../nbs/02a_pix2pix.ipynb #c0cfb953
-class PairedTrainer(AdversarialTrainer):
-    "The paired trainers' batches (pix2pix, pix2pixHD): the targets' range checked once a fit, any size in `get_preds`, fastai's loss in float32"
-    def on_train_begin(self, **kwargs):
-        "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
-        self._range_checked = False
-        super().on_train_begin(**kwargs)
-
-    def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Once a fit, check the targets' range; in `get_preds`, G takes any size; then autocast"
-        if train and not self._range_checked:
-            self._range_checked = True
-            check_image_range(self.learn.model, last_target)
-        self._size = None
-        if not train and predicting(self.learn):
-            last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
-        return super().on_batch_begin(last_input, last_target, train, **kwargs)
-
-    def on_loss_begin(self, last_output, **kwargs):
-        "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
-        self.leave_autocast()
-        out = from_multiple(last_output.float() if self.precision.dtype else last_output, self._size)
-        return None if out is last_output else {'last_output': out}
-
 @delegates()
 class Pix2pixTrainer(PairedTrainer):
     "Pix2pix: per training batch one D update then one G update; G is the Learner's model and `learn.opt` steps it"
@@ -87,9 +57,9 @@ class Pix2pixTrainer(PairedTrainer):
 
     def make_discriminator(self, name, in_ch):
         return self.stabilizers.discriminator(in_ch, 'batch') if self.stabilizers.multiscale else PatchDiscriminator(in_ch=in_ch)
-    def setup_discriminator(self, in_ch:int):
-        "D and its optimizer; builds one (`make_discriminator`) for `in_ch` channels (A and B together) if none was given"
-        return self.setup_discriminators({'discriminator': in_ch})['discriminator']
+    def setup_discriminator(self, a_ch:int, b_ch:int):
+        "D and its optimizer; builds one (`make_discriminator`) for A and B together if none was given, A the condition"
+        return self.setup_discriminators({'discriminator': a_ch + b_ch}, cond={'discriminator': a_ch})['discriminator']
 
     def on_train_begin(self, **kwargs):
         "The paired set-up (see `PairedTrainer`), the perceptual network on the device; several D updates per batch do not accumulate"
@@ -104,33 +74,29 @@ class Pix2pixTrainer(PairedTrainer):
         if train: _check_d_channels(self.discriminator, last_input, last_target)
         return super().on_batch_begin(last_input, last_target, train, **kwargs)
 
-    def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
+    def on_batch_end(self, last_input, last_target, last_output, **kwargs):
         "The pix2pix iteration: D update on (A, fake.detach()) and (A, B), then G update through the updated D"
-        self.leave_forward()
-        if not train: return
         A, B, fake = last_input, last_target, last_output
-        D = self.setup_discriminator(A.shape[1] + B.shape[1])
-        seen = lambda x: self.d_input(torch.cat([A, x], 1), A.shape[1])   # what D sees: A beside an image
-        d_stats, d_bad = norm_stats(D), False   # copies, to undo the iteration should it be skipped
+        D = self.setup_discriminator(A.shape[1], B.shape[1])   # D sees A beside an image
         self.d_requires_grad(True)
         for _ in range(self.n_critic):
             self.d_zero_grad()
             with self.autocast():
-                d_fake = self.gan_loss(D(seen(fake.detach())), False)
-                d_real = self.gan_loss(D(seen(B)), True)
+                d_fake = self.gan_loss(D(torch.cat([A, fake.detach()], 1)), False)
+                d_real = self.gan_loss(D(torch.cat([A, B], 1)), True)
                 d_loss = 0.5 * (d_fake + d_real)
                 if self.gan_mode == 'wgangp': d_loss = d_loss + gradient_penalty(D, B, fake.detach(), cond=A, weight=self.gp_weight)
-            d_bad = self.step_d(d_loss) | d_bad | self.d_regularize((D, B, fake.detach(), A))
+            self.step_d(d_loss)
         self.d_requires_grad(False)
         with self.autocast():
-            fm = self.stabilizers.lambda_feat
-            x_fake, x_real = self.d_inputs_alike([torch.cat([A, fake], 1), torch.cat([A, B], 1)], A.shape[1]) if fm else (seen(fake), None)
+            fm = self.stabilizers.lambda_feat   # feature matching: the real as D sees it, with the fake's augmentation
+            x_fake, x_real = self.d_inputs_alike([torch.cat([A, fake], 1), torch.cat([A, B], 1)], A.shape[1]) if fm else (torch.cat([A, fake], 1), None)
             pred_fake = D(x_fake)
             g_terms = (self.gan_loss(pred_fake, True, for_discriminator=False), self.lambda_l1 * F.l1_loss(fake.float(), B.float()))
             if fm: g_terms += (self.stabilizers.feature_matching(D, pred_fake, x_real),)
             if self.perceptual is not None: g_terms += (self.lambda_perceptual * self.perceptual(fake, B).float().mean(),)
-        bad = self.step_g(sum(g_terms[1:], g_terms[0])) | d_bad   # g_gan + g_l1 (+ g_gan_feat, g_perceptual); skipped: a flag on the device
-        self.end_iteration(bad, (*g_terms, d_real, d_fake), epoch, num_batch, d_stats)
+        self.step_g(sum(g_terms[1:], g_terms[0]))   # g_gan + g_l1 (+ g_gan_feat, g_perceptual)
+        self.log_losses(**dict(zip(self.g_cols, g_terms)), d_real=d_real, d_fake=d_fake)
 
     def __getstate__(self):
         state = super().__getstate__()

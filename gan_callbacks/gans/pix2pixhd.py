@@ -13,10 +13,9 @@ from fastai.learner import Learner
 from fastai.losses import L1LossFlat
 from ..nets.hd_networks import GlobalGenerator, LocalEnhancer, MultiscaleDiscriminator
 from ..nets.hd_losses import MultiscaleGANLoss, FeatureMatchingLoss, VGGLoss, VGG19Features, vgg19_file
-from .cyclegan import ImagePool
+from ..trainer.image_pool import ImagePool
 from ..trainer.optim import pix2pix_adam
-from .pix2pix import PairedTrainer
-from ..trainer.nonfinite import norm_stats
+from ..trainer.pairing import PairedTrainer
 from ..trainer.updates import learner_device
 from ..trainer.learner import gan_learner, trainer_options
 from ..stabilizers.recipes import with_recipe, recipes
@@ -77,16 +76,13 @@ class Pix2pixHDTrainer(PairedTrainer):
         G.train_global(epoch >= self.niter_fix_global)
         if epoch == self.niter_fix_global and self.learn.opt is not None: self.learn.opt.clear_state()   # the reference's new Adam
 
-    def on_batch_end(self, last_input, last_target, last_output, train, epoch, num_batch, **kwargs):
+    def on_batch_end(self, last_input, last_target, last_output, **kwargs):
         "The pix2pixHD iteration: D's predictions of the (pooled) fake, the real and the fake; G's step, then D's"
-        self.leave_forward()
-        if not train: return
         A, B, fake, n = last_input, last_target, last_output, last_input.shape[1]
-        D = self.setup_discriminators({'discriminator': n + B.shape[1]})['discriminator']
-        d_stats = norm_stats(D)   # a copy, to undo the iteration should it be skipped
+        D = self.setup_discriminators({'discriminator': n + B.shape[1]}, cond={'discriminator': n})['discriminator']   # A the condition
         with self.autocast():
             self.d_requires_grad(True)
-            pred_fake_pool = D(self.d_input(self.pool.query(torch.cat([A, fake.detach()], 1)), n))
+            pred_fake_pool = D(self.pool.query(torch.cat([A, fake.detach()], 1)))
             x_real, x_fake = self.d_inputs_alike([torch.cat([A, B], 1), torch.cat([A, fake], 1)], n)   # (with DiffAugment) one draw for both
             pred_real = D(x_real)
             d_fake, d_real = self.gan_loss(pred_fake_pool, False), self.gan_loss(pred_real, True)
@@ -95,11 +91,11 @@ class Pix2pixHDTrainer(PairedTrainer):
             losses = [self.gan_loss(pred_fake, True, for_discriminator=False)]
             if self.feat_match: losses.append(self.feat_loss(pred_fake, pred_real))
             if self.vgg_loss is not None: losses.append(self.vgg_loss(fake, B) * self.lambda_feat)
-        bad = self.step_g(sum(losses))
+        self.step_g(sum(losses))
         self.d_requires_grad(True)
         self.d_zero_grad()   # (at a sum's first batch only, with fastai's GradientAccumulation)
-        bad = self.step_d(0.5 * (d_fake + d_real)) | bad | self.d_regularize((D, B, fake.detach(), A))   # skipped: a flag on the device
-        self.end_iteration(bad, (*losses, d_real, d_fake), epoch, num_batch, d_stats)
+        self.step_d(0.5 * (d_fake + d_real))
+        self.log_losses(**dict(zip(self.g_cols, losses)), d_real=d_real, d_fake=d_fake)
 
     def on_train_end(self, **kwargs):
         "The common end; all of G trainable again (after a fit or `lr_find` stopped inside `niter_fix_global`)"

@@ -85,15 +85,15 @@ class Stabilizers:
         "How D's optimizer follows the Learner's hyper-parameters under lazy regularisation (`lazy_hypers`), or `None`"
         return None if self.lazy is None else partial(lazy_hypers, interval=self.reg_interval)
 
-    def penalty(self, *ds):
+    def penalty(self, *ds, augment:bool=True):
         ("On due D steps: R1 at the reals and R2 at the fakes of each `(D, real, fake[, cond])` of `ds`, summed, times the interval; "
-         "else `None`")
+         "else `None`. `augment=False`: D augments its inputs itself (a trainer's hooks)")
         if self.lazy is None: return None
-        return self.lazy(lambda: sum(self.penalty_of(*d) for d in ds))
+        return self.lazy(lambda: sum(self.penalty_of(*d, augment=augment) for d in ds))
 
-    def penalty_of(self, D, real, fake, cond=None):
+    def penalty_of(self, D, real, fake, cond=None, augment:bool=True):
         "R1 at `real` and R2 at `fake` of `D` (beside condition `cond`), at what D sees: augmented as in its update"
-        seen = lambda x: D(self.augment(x, 0 if cond is None else cond.shape[1]))
+        seen = (lambda x: D(self.augment(x, 0 if cond is None else cond.shape[1]))) if augment else D
         res = 0.
         if self.r1_gamma: res = res + r1_penalty(seen, real, cond, self.r1_gamma)
         if self.r2_gamma: res = res + r2_penalty(seen, fake, cond, self.r2_gamma)

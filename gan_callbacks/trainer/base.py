@@ -6,6 +6,7 @@
 from __future__ import annotations
 import warnings
 from copy import deepcopy
+import torch
 from fastcore.basics import store_attr, first
 from fastcore.foundation import L
 from fastai.callback.core import Callback
@@ -15,9 +16,9 @@ from ..v1.bridge import StateDictCallback, HeldContexts, skip_update
 from .test_mode import paper_test_mode, default_test_mode, test_modes
 from ..internals import in_fit, in_lr_find, smooth_on_device, history_to_host, mend_wandb_config, become
 from .distributed import DistributedGAN
-from .updates import step, follow_schedule, learner_device, Accumulation, Updates
+from .updates import learner_device, Accumulation, Updates, noting_flags
 from .precision import FitPrecision, speed_up, to_channels_last
-from .nonfinite import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers
+from .nonfinite import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers, restore_if
 from .loss_log import LossLog, track_losses
 from .discriminator_updates import Discriminators
 from ..stabilizers.recipes import Stabilizers
@@ -130,7 +131,8 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         self.loss_log.reset(); self.guard.reset()
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):
-        "Free last step's gradients and copy G's statistics (training) or enter the test mode (validation); enter autocast"
+        "Free last step's gradients and copy G's and D's statistics (training: to undo a skipped iteration; validation: to leave D's alone); enter autocast"
+        self._d_stats = {k: norm_stats(D) for k, D in self.discriminators.items() if D is not None}
         if train:
             self.accumulation.batch(last_target)
             self.g_updated = self.accumulation.update   # for the callbacks after the trainer (`GeneratorEMA`): whether G steps at this batch
@@ -143,14 +145,35 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         return {'last_input': last_input, 'last_target': last_target}
 
     def leave_autocast(self): self.held.leave('autocast')
-    def leave_forward(self): self.held.leave_all()   # the batch's autocast and test mode: first in a trainer's `on_batch_end`
+    def leave_forward(self): self.held.leave_all()   # the batch's autocast and test mode
     def on_backward_begin(self, **kwargs):
         "Every update is the trainer's (`step_g`, `step_d`): fastai's are cancelled, and its `zero_grad` too while gradients accumulate"
         return skip_update(skip_zero=self.accumulation.active)
 
-    def end_iteration(self, bad, losses, epoch:int, batch:int, *stats):
-        "After the updates: a skipped iteration undone (`stats`: D's `norm_stats`), the losses logged, the flag counted"
-        forget_if(self.learn, bad, self._g_stats, *stats)
+    def after_batch(self):
+        "The frame of an iteration: out of the batch's forward, the trainer's `on_batch_end` on training batches, then its end"
+        self.leave_forward()
+        if not self.training:   # validation leaves D's statistics as they were
+            for st in self._d_stats.values(): restore_if(torch.ones((), dtype=torch.bool, device=learner_device(self.learn)), st)
+            return
+        self._iterating, self._judged, self._d_outs, self._pre_seen, self._losses = True, [], {}, {}, None
+        try:
+            with noting_flags() as updates: super().after_batch()   # the trainer's iteration, whole
+        finally: self._iterating, self._pre_seen = False, {}
+        if self._losses is None:
+            raise ValueError(f"{type(self).__name__}.on_batch_end logged no losses: end it with `self.log_losses(name=loss, ...)` for {', '.join(self.cols)}")
+        st = self.cb_state
+        self._end_iteration(updates.any(learner_device(self.learn)), [self._losses[c] for c in self.cols], st['epoch'], st['num_batch'])
+
+    def log_losses(self, **losses):
+        "The iteration's losses by column name (`g_cols` and `d_cols`), for the table and the guard"
+        missing = [c for c in self.cols if c not in losses]
+        if missing: raise ValueError(f"{type(self).__name__}.log_losses lacks {', '.join(missing)} (its columns: {', '.join(self.cols)})")
+        self._losses = losses
+
+    def _end_iteration(self, bad, losses, epoch:int, batch:int):
+        "After the updates: a skipped iteration undone (G's and D's statistics), the losses logged, the flag counted"
+        forget_if(self.learn, bad, self._g_stats, *self._d_stats.values())
         self.iteration_skipped = bad   # for the callbacks after the trainer (`GeneratorEMA`)
         self.loss_log.log(bad, *losses)
         self.guard.count(self.learn, bad, epoch, batch)
@@ -173,8 +196,9 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         return deepcopy(self.state_dict()), [k for k, D in self.discriminators.items() if D is None], self.d_opt is None
 
     def on_train_end(self, **kwargs):
-        "Leave a batch's contexts (a fit stopped mid-batch) and, after `lr_find`, however it ended, put back the state as it was before it"
+        "Leave a batch's contexts (a fit stopped mid-batch), unhook the discriminators and, after `lr_find`, however it ended, put back the state as it was before it"
         self.leave_forward()
+        self.unwatch_discriminators()
         if (rec := getattr(self.learn, 'recorder', None)) is not None: history_to_host(rec, back=True)
         snap, self._lr_find_state = getattr(self, '_lr_find_state', None), None
         if snap is None: return
@@ -184,7 +208,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
 
     def __getstate__(self):
         state = StateDictCallback.__getstate__(self)
-        for k in ('_g_stats', '_lr_find_state'): state.pop(k, None)
+        for k in ('_g_stats', '_d_stats', '_lr_find_state', '_watched', '_judged', '_d_outs', '_pre_seen', '_d_raw', '_losses'): state.pop(k, None)
         state['iteration_skipped'] = None
         state['_plists'] = {}
         if not self.export_discriminator:

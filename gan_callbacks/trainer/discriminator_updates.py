@@ -8,6 +8,7 @@ from .updates import learner_device, state_or_none
 from .precision import speed_up
 from .distributed import is_distributed, share_module
 from ..stabilizers.regularize import spectral_norm_d
+from .nonfinite import norm_stats
 
 # %% auto #0
 __all__ = ['Discriminators']
@@ -20,6 +21,7 @@ class Discriminators:
     d_opt_func, channels_last, compile, spectral_norm = None, False, False, False
     def __init__(self, *args, **kwargs):
         self.d_opt, self._plists, self._shared = None, {}, set()   # parameter lists of this fit; discriminators shared in it
+        self.d_cond = {}   # the condition channels at the start of each discriminator's input
         super().__init__(*args, **kwargs)
 
     @property
@@ -32,8 +34,9 @@ class Discriminators:
         for D in self.discriminators.values():
             if D is not None: speed_up(D.to(device).train(), self.channels_last, self.compile)
 
-    def setup_discriminators(self, in_chs:dict|None=None):
-        "The discriminators, the missing ones built for `in_chs[name]` input channels, the same on every process; their optimizer"
+    def setup_discriminators(self, in_chs:dict|None=None, cond:dict|None=None):
+        ("The discriminators, the missing ones built for `in_chs[name]` input channels (the first `cond[name]` of them a condition), "
+         "the same on every process, watched for the iteration (`watch_discriminator`); their optimizer")
         # the given ones, before their optimizer is made (once: normalised layers are left alone)
         if self.spectral_norm and self.d_opt is None:
             for D in self.discriminators.values():
@@ -48,6 +51,9 @@ class Discriminators:
             setattr(self, k, speed_up(share_module(self.learn, D), self.channels_last, self.compile))
             if is_distributed(): self._shared.add(k)   # once a fit: rank 0's weights, SyncBatchNorm if asked
             self._plists.pop('d', None)   # a new module: its parameters are listed again
+            if (st := self.__dict__.get('_d_stats')) is not None: st[k] = norm_stats(getattr(self, k))   # built in this iteration
+        for k, D in self.discriminators.items():
+            if D is not None: self.watch_discriminator(k, D, (cond or {}).get(k, self.d_cond.get(k, 0)))
         if self.d_opt is None: self.d_opt = (self.d_opt_func or self.learn.opt_func)(self.d_params(), lr=self.learn.lr)
         return self.discriminators
 

@@ -4,6 +4,7 @@
 
 # %% ../../nbs/06c_updates.ipynb #ecdae999
 from __future__ import annotations
+import functools, operator
 import torch
 from torch import nn
 from fastai.torch_core import default_device, find_bs
@@ -11,9 +12,17 @@ from ..internals import step_unless_found_inf
 from .distributed import is_distributed, average_grads
 
 # %% auto #0
-__all__ = ['step', 'grad_norm', 'step_unless', 'Accumulation', 'follow_schedule', 'learner_device', 'state_or_none', 'Updates']
+__all__ = ['step', 'noting_flags', 'grad_norm', 'step_unless', 'Accumulation', 'follow_schedule', 'learner_device',
+           'state_or_none', 'Updates']
 
 # %% ../../nbs/06c_updates.ipynb #a2fd7bb3
+_noted = []   # the skip flags of the updates of the iteration under way, while a trainer runs one (`noting_flags`)
+
+def _note(bad):
+    "Keep `bad` for the trainer whose iteration is under way; return it"
+    if _noted: _noted[-1].append(bad)
+    return bad
+
 def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
          update:bool=True,     # `False`: backward only, the gradients accumulate for a later update
          bad=None,             # the flag of the backwards accumulated since the last update
@@ -24,7 +33,7 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
     topts = [getattr(o, 'opt', o) for o in opts]   # the PyTorch optimizers inside fastai's `OptimWrapper`
     if scaler is None: loss.backward()
     else: scaler.scale(loss).backward()
-    if not update: return bad
+    if not update: return _note(bad)
     if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
     if clip is not None:
         if scaler is not None:
@@ -37,7 +46,16 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
         if clip is None and check_grads: norm = grad_norm(params)   # one more pass over all the gradients
         if clip is not None or check_grads: bad = bad | ~torch.isfinite(norm)
         for o in opts: step_unless(bad, o)
-    return bad
+    return _note(bad)
+
+class noting_flags:
+    "Within it, every `step` keeps its skip flag in `flags`: what a trainer's iteration skipped, whoever made the updates"
+    def __enter__(self):
+        self.flags = []; _noted.append(self.flags); return self
+    def __exit__(self, *exc): _noted.remove(self.flags)
+    def any(self, device):
+        "Whether any update was skipped, a flag on `device` (False when none was made)"
+        return functools.reduce(operator.or_, self.flags) if self.flags else torch.zeros((), dtype=torch.bool, device=device)
 
 def grad_norm(params):
     "Total 2-norm of the gradients of `params`: not finite when one of them is not"
@@ -118,27 +136,106 @@ class Updates:
         if self.accumulation.first: self.d_opt.zero_grad()
 
     def step_g(self, loss):
-        "Backward `loss` and step the Learner's optimizer; returns the skipped flag, on the device"
+        "Backward `loss` and step the Learner's optimizer (and `g_optimizers`' others); returns the skipped flag, on the device"
         clip, norm_type = self.g_clip()
-        return self.accumulation.step('g', loss, self.learn.opt, self.g_params(), self.precision.scaler('g'), clip, self.check_grads,
-                                      norm_type)
+        opts, params = self.g_optimizers()
+        return self.accumulation.step('g', loss, opts, params, self.precision.scaler('g'), clip, self.check_grads, norm_type)
+
+    def g_optimizers(self):
+        "What `step_g` steps: the Learner's optimizer and G's parameters (a trainer adds networks trained with G)"
+        return self.learn.opt, self.g_params()
 
     def step_d(self, loss):
-        "Backward `loss` and step `d_opt` at this batch's hyper-parameters: every discriminator update passes here"
+        "Backward `loss` and step `d_opt` at this batch's hyper-parameters, then the lazy R1/R2 step when one is due: every D update passes here"
+        bad = self._step_d(loss)
+        judged, self._judged, self._d_outs = self._judged, [], {}
+        if self.stabilizers.lazy is None: return bad
+        loss = self.stabilizers.penalty(*self._penalised(judged), augment=False)   # what D sees is augmented by its hooks
+        if loss is None: return bad
+        self.d_opt.zero_grad()
+        return bad | self._step_d(loss)
+
+    def _step_d(self, loss):
         follow_schedule(self.d_opt, self.learn, self.d_lr_mult, self.stabilizers.adjust())
         return self.accumulation.step('d', loss, self.d_opt, self.d_params(), self.precision.scaler('d'), self.clip_d, self.check_grads)
 
+    def _penalised(self, judged):
+        "`(D, real, fake, cond)` per discriminator from what it judged real and fake since its last update"
+        seen = {}
+        for name, x, real in judged: seen.setdefault(name, {}).setdefault(real, x)
+        if not seen:
+            raise ValueError(f"{type(self).__name__}: R1/R2 need what D judged real and fake: compute D's loss with "
+                             "`self.gan_loss(D(x), True)` and `self.gan_loss(D(x), False)`")
+        res = []
+        for name, xs in seen.items():
+            n = self.d_cond.get(name, 0)
+            part = lambda x: None if x is None else x[:, n:].contiguous() if n else x
+            real = xs.get(True)
+            res.append((getattr(self, name), part(real), part(xs.get(False)), None if not n or real is None else real[:, :n].contiguous()))
+        return res
+
+    # What D sees, without a trainer asking: during its training iterations a discriminator's input passes DiffAugment on the way
+    # in (`watch_discriminator`'s hooks), and `gan_loss` notes what each one judged real and fake, for the R1/R2 step of `step_d`
+    @property
+    def gan_loss(self):
+        "The trainer's GAN loss of D's predictions, noting what each discriminator judged (see `step_d`)"
+        return self._judge
+    @gan_loss.setter
+    def gan_loss(self, f): self.__dict__['_gan_loss'] = f
+
+    def _judge(self, pred, target_is_real:bool, for_discriminator:bool=True):
+        if for_discriminator and (saw := self.__dict__.get('_d_outs', {}).get(id(pred))) is not None:
+            self._judged.append((saw[0], saw[1], target_is_real))
+        return self._gan_loss(pred, target_is_real, for_discriminator=for_discriminator)
+
+    def watch_discriminator(self, name:str, D, n_cond:int=0):
+        "Hook discriminator `D` (attribute `name`, its first `n_cond` input channels a condition) for the training iterations"
+        ws = self.__dict__.setdefault('_watched', {})
+        self.d_cond[name] = n_cond
+        if name in ws and ws[name][0] is D: return D
+        if name in ws:
+            for h in ws[name][1]: h.remove()
+        # the augmenting hook first: the module's other hooks see what D sees
+        ws[name] = (D, (D.register_forward_pre_hook(_Watch(self, name), prepend=True), D.register_forward_hook(_Watch(self, name, after=True))))
+        return D
+
+    def unwatch_discriminators(self):
+        "Remove the hooks of `watch_discriminator` (at a fit's end)"
+        for D, hs in self.__dict__.pop('_watched', {}).values():
+            for h in hs: h.remove()
+
     def d_input(self, x, n_cond:int=0):
-        "`x` as D sees it in training: augmented with `diffaugment` if asked (the first `n_cond` channels a condition)"
-        return self.stabilizers.augment(x, n_cond) if self.training else x
+        "`x` as D sees it in training, augmented now (the hooks leave it as it is): for code that needs the augmented input itself"
+        return self._pre_augmented([x], [self.stabilizers.augment(x, n_cond)])[0] if self.training else x
 
     def d_inputs_alike(self, xs, n_cond:int=0):
         "Each of `xs` as D sees it in training, all augmented with the same draws (`Stabilizers.augment_alike`): a fake and the real its features are matched to"
-        return self.stabilizers.augment_alike(xs, n_cond) if self.training else list(xs)
+        return self._pre_augmented(xs, self.stabilizers.augment_alike(xs, n_cond)) if self.training else list(xs)
 
-    def d_regularize(self, *ds):
-        "After a D update, when due: a D step on the lazy R1/R2 penalty of each `(D, real, fake[, cond])`; its skipped flag"
-        loss = self.stabilizers.penalty(*ds)
-        if loss is None: return False
-        self.d_opt.zero_grad()
-        return self.step_d(loss)
+    def _pre_augmented(self, xs, ys):
+        "`ys`, the augmented `xs`, marked for the hooks: not augmented again, and judged as the `xs`"
+        seen = self.__dict__.setdefault('_pre_seen', {})
+        for x, y in zip(xs, ys):
+            if y is not x: seen[id(y)] = (y, x)
+        return list(ys)
+
+class _Watch:
+    "A discriminator's hook while its trainer's training iteration runs: the input augmented on its way in, what it saw noted on the way out"
+    def __init__(self, trainer, name:str, after:bool=False): self.trainer, self.name, self.after = trainer, name, after
+    def __reduce__(self): return (_Unwatched, ())   # a pickled discriminator keeps no hook of a trainer
+    def __call__(self, module, args, out=None):
+        t = self.trainer
+        if not t.__dict__.get('_iterating'): return None
+        if self.after:
+            t._d_outs[id(out)] = (self.name, t.__dict__.pop('_d_raw', None), out)   # `out` kept: its id stays its own
+            return None
+        x = args[0]
+        if (pre := t.__dict__.get('_pre_seen', {}).get(id(x))) is not None:
+            t._d_raw = pre[1]; return None
+        t._d_raw = x
+        y = t.stabilizers.augment(x, t.d_cond.get(self.name, 0))
+        return None if y is x else (y, *args[1:])
+
+class _Unwatched:
+    "What a pickled `_Watch` becomes: a hook that does nothing"
+    def __call__(self, *args): return None
