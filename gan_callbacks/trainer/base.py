@@ -159,7 +159,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         self._iterating, self._judged, self._d_outs, self._pre_seen, self._losses = True, [], {}, {}, None
         try:
             with noting_flags() as updates: super().after_batch()   # the trainer's iteration, whole
-        finally: self._iterating, self._pre_seen = False, {}
+        finally: self._iterating, self._pre_seen, self._d_outs, self._judged = False, {}, {}, []   # nothing of the iteration kept
         if self._losses is None:
             raise ValueError(f"{type(self).__name__}.on_batch_end logged no losses: end it with `self.log_losses(name=loss, ...)` for {', '.join(self.cols)}")
         st = self.cb_state

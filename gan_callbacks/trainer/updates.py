@@ -175,7 +175,7 @@ class Updates:
         return res
 
     # What D sees, without a trainer asking: during its training iterations a discriminator's input passes DiffAugment on the way
-    # in (`watch_discriminator`'s hooks), and `gan_loss` notes what each one judged real and fake, for the R1/R2 step of `step_d`
+    # in (`Discriminators.watch_discriminator`'s hooks), and `gan_loss` notes what each one judged real and fake, for the R1/R2 step of `step_d`
     @property
     def gan_loss(self):
         "The trainer's GAN loss of D's predictions, noting what each discriminator judged (see `step_d`)"
@@ -187,22 +187,6 @@ class Updates:
         if for_discriminator and (saw := self.__dict__.get('_d_outs', {}).get(id(pred))) is not None:
             self._judged.append((saw[0], saw[1], target_is_real))
         return self._gan_loss(pred, target_is_real, for_discriminator=for_discriminator)
-
-    def watch_discriminator(self, name:str, D, n_cond:int=0):
-        "Hook discriminator `D` (attribute `name`, its first `n_cond` input channels a condition) for the training iterations"
-        ws = self.__dict__.setdefault('_watched', {})
-        self.d_cond[name] = n_cond
-        if name in ws and ws[name][0] is D: return D
-        if name in ws:
-            for h in ws[name][1]: h.remove()
-        # the augmenting hook first: the module's other hooks see what D sees
-        ws[name] = (D, (D.register_forward_pre_hook(_Watch(self, name), prepend=True), D.register_forward_hook(_Watch(self, name, after=True))))
-        return D
-
-    def unwatch_discriminators(self):
-        "Remove the hooks of `watch_discriminator` (at a fit's end)"
-        for D, hs in self.__dict__.pop('_watched', {}).values():
-            for h in hs: h.remove()
 
     def d_input(self, x, n_cond:int=0):
         "`x` as D sees it in training, augmented now (the hooks leave it as it is): for code that needs the augmented input itself"
@@ -219,23 +203,3 @@ class Updates:
             if y is not x: seen[id(y)] = (y, x)
         return list(ys)
 
-class _Watch:
-    "A discriminator's hook while its trainer's training iteration runs: the input augmented on its way in, what it saw noted on the way out"
-    def __init__(self, trainer, name:str, after:bool=False): self.trainer, self.name, self.after = trainer, name, after
-    def __reduce__(self): return (_Unwatched, ())   # a pickled discriminator keeps no hook of a trainer
-    def __call__(self, module, args, out=None):
-        t = self.trainer
-        if not t.__dict__.get('_iterating'): return None
-        if self.after:
-            t._d_outs[id(out)] = (self.name, t.__dict__.pop('_d_raw', None), out)   # `out` kept: its id stays its own
-            return None
-        x = args[0]
-        if (pre := t.__dict__.get('_pre_seen', {}).get(id(x))) is not None:
-            t._d_raw = pre[1]; return None
-        t._d_raw = x
-        y = t.stabilizers.augment(x, t.d_cond.get(self.name, 0))
-        return None if y is x else (y, *args[1:])
-
-class _Unwatched:
-    "What a pickled `_Watch` becomes: a hook that does nothing"
-    def __call__(self, *args): return None
