@@ -12,14 +12,14 @@ from gan_callbacks.deploy.interop import load_generator
 from gan_callbacks.atomic import CheckpointWriteError
 from helpers import run_cli as run, one_line, TINY
 
+pytestmark = pytest.mark.slow   # whole runs of the command under hostile input: `make test-all`
+
 
 LIMITED = '''
 import contextlib, io, json, resource, sys
 resource.setrlimit(resource.RLIMIT_AS, ({mem}, {mem}))
 {more}
 from gan_callbacks.cli.parser import main
-
-pytestmark = pytest.mark.slow   # whole runs of the command under hostile input: `make test-all`
 res = []
 for argv in json.loads(sys.argv[1]):
     err = io.StringIO()
