@@ -14,6 +14,11 @@ from ..internals import predicting, is_tensorboard_callback
 __all__ = ['PairedTrainer', 'UnpairedTrainer']
 
 # %% ../../nbs/06m_pairing.ipynb #1adf42cf
+def _predict_input(self, x):
+    "In `get_preds` and `predict`: `x` padded to a size the generator takes (cropped back in `on_loss_begin`)"
+    x, self._size = to_multiple(x, getattr(unwrap(self.learn.model), 'multiple', 1))
+    return x
+
 class PairedTrainer(AdversarialTrainer):
     "The paired trainers' batches (pix2pix, pix2pixHD): the targets' range checked once a fit, any size in `get_preds`, fastai's loss in float32"
     def on_train_begin(self, **kwargs):
@@ -27,9 +32,10 @@ class PairedTrainer(AdversarialTrainer):
             self._range_checked = True
             check_image_range(self.learn.model, last_target)
         self._size = None
-        if not train and predicting(self.learn):
-            last_input, self._size = to_multiple(last_input, getattr(unwrap(self.learn.model), 'multiple', 1))
+        if not train and predicting(self.learn): last_input = self.predict_input(last_input)
         return super().on_batch_begin(last_input, last_target, train, **kwargs)
+
+    predict_input = _predict_input
 
     def on_loss_begin(self, last_output, **kwargs):
         "Leave autocast: fastai's loss (the plain L1 shown as train/valid loss) sees float32; a resized prediction goes back to its input's size"
@@ -56,10 +62,7 @@ class UnpairedTrainer(AdversarialTrainer):
         self._size = None
         super().on_train_begin(**kwargs)
 
-    def predict_input(self, x):
-        "In `get_preds` and `predict`: `x` padded to a size the generator takes (cropped back in `on_loss_begin`)"
-        x, self._size = to_multiple(x, getattr(unwrap(self.learn.model), 'multiple', 1))
-        return x
+    predict_input = _predict_input
 
     def on_loss_begin(self, last_output, **kwargs):
         "In `get_preds`: a translation made at another size goes back to its input's size"
