@@ -37,19 +37,19 @@ $(DOCS_STAMP): $(STAMP)
 
 ## Train pix2pix on the built-in sample data and write the results to $(DEMO_OUT)/
 demo: install
-	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --sample --out $(DEMO_OUT) $(DEMO_ARGS)
+	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --sample --overwrite --out $(DEMO_OUT) $(DEMO_ARGS)
 
 ## Train CycleGAN on the built-in unpaired sample (A: photos, B: negatives of other photos) into $(CYCLEGAN_OUT)/
 demo-cyclegan: install
-	$(BIN)/gan_callbacks train --model cyclegan --sample --out $(CYCLEGAN_OUT) $(CYCLEGAN_ARGS)
+	$(BIN)/gan_callbacks train --model cyclegan --sample --overwrite --out $(CYCLEGAN_OUT) $(CYCLEGAN_ARGS)
 
 ## Train CUT on the same unpaired sample, with CycleGAN's demo budget (epochs, size, width), into $(CUT_OUT)/
 demo-cut: install
-	$(BIN)/gan_callbacks train --model cut --sample --out $(CUT_OUT) $(CUT_ARGS)
+	$(BIN)/gan_callbacks train --model cut --sample --overwrite --out $(CUT_OUT) $(CUT_ARGS)
 
 ## Train pix2pixHD on the built-in label-map sample (classes and instances of the sample photos -> the photos) into $(PIX2PIXHD_OUT)/
 demo-pix2pixhd: install
-	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --model pix2pixhd --sample --out $(PIX2PIXHD_OUT) $(PIX2PIXHD_ARGS)
+	OMP_NUM_THREADS=$(DEMO_THREADS) $(BIN)/gan_callbacks train --model pix2pixhd --sample --overwrite --out $(PIX2PIXHD_OUT) $(PIX2PIXHD_ARGS)
 
 ## The fast loop: the library matches the notebooks, pytest without the slow tests, every notebook run once and printing what it stores
 test: install check-export pytest nbcheck

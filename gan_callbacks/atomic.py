@@ -11,7 +11,7 @@ import torch
 
 # %% auto #0
 __all__ = ['CheckpointError', 'CheckpointWriteError', 'write_error', 'atomic_write', 'atomic_save', 'Terminated',
-           'stop_on_sigterm', 'raise_if_stopped', 'signals_deferred']
+           'stop_on_sigterm', 'raise_if_stopped', 'signals_deferred', 'signals_held']
 
 # %% ../nbs/12b_atomic.ipynb #dc6148ec
 class CheckpointError(RuntimeError):
@@ -136,3 +136,11 @@ def signals_deferred():
     finally:
         for s in sigs:
             if old[s] is not None: signal.signal(s, old[s])
+
+@contextmanager
+def signals_held():
+    "Within: Ctrl-C and SIGTERM wait; on leaving, each reaches the handler outside, as if it came then"
+    with signals_deferred() as got:
+        try: yield
+        finally: held = list(dict.fromkeys(got))
+    for s in held: signal.raise_signal(s)

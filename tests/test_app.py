@@ -19,12 +19,12 @@ def free_port():
     with socket.socket() as s: s.bind(('127.0.0.1', 0)); return s.getsockname()[1]
 
 @contextmanager
-def running_app(folder, cwd, **env):
-    "`gan_callbacks app` on model folder `folder`, with environment variables `env` (`None`: removed), and the address it serves"
+def running_app(folder, cwd, args=(), **env):
+    "`gan_callbacks app` on model folder `folder` with more `args`, environment variables `env` (`None`: removed), and the address it serves"
     port = free_port()
     env = {k: v for k, v in dict(os.environ, GRADIO_ANALYTICS_ENABLED='False', PYTHONUNBUFFERED='1', **env).items() if v is not None}
     from helpers import default_signals
-    p = subprocess.Popen([sys.executable, '-m', 'gan_callbacks', 'app', '--model', str(folder), '--port', str(port), '--max-pixels', '10000'],
+    p = subprocess.Popen([sys.executable, '-m', 'gan_callbacks', 'app', '--model', str(folder), '--port', str(port), '--max-pixels', '10000', *args],
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env, preexec_fn=default_signals, cwd=cwd)
     lines = queue.Queue()
     threading.Thread(target=lambda: [*map(lines.put, p.stdout), lines.put(None)], daemon=True).start()   # None: the output ended
@@ -50,6 +50,23 @@ def served(tmp_path):
     "`gan_callbacks app` on a small model folder, and the address it serves"
     folder = small_model(tmp_path)
     with running_app(folder, tmp_path) as url: yield folder, url
+
+def test_uploads_beyond_max_file_size_are_refused_before_they_are_stored(tmp_path):
+    import httpx
+    with running_app(small_model(tmp_path), tmp_path, args=['--max-file-size', '4kb']) as url:
+        post = lambda n: httpx.post(f'{url}/gradio_api/upload', files={'files': ('x.png', b'0' * n)}, timeout=60)
+        assert post(1000).status_code == 200
+        r = post(100_000)
+        assert r.status_code == 413, (r.status_code, r.text)
+
+def test_a_tiff_of_many_pages_is_refused_from_its_header(tmp_path):
+    import tifffile
+    from gan_callbacks.deploy.webapp import check_upload, AppError
+    tifffile.imwrite(tmp_path/'stack.tif', np.zeros((200, 64, 64, 3), np.uint8), compression='zlib')   # Pillow sees one 64 x 64 page
+    with pytest.raises(AppError, match=r'stack.tif: shape \(200, 64, 64, 3\): one image of \(H, W\) or \(H, W, C\)'):
+        check_upload(tmp_path/'stack.tif')
+    tifffile.imwrite(tmp_path/'one.tif', np.zeros((64, 48, 3), np.uint8))
+    assert check_upload(tmp_path/'one.tif') == (48, 64)
 
 def upload(page, fn, setup=lambda: None, tries=4):
     "Put file `fn` in the upload box after `setup()`; on a page that does not take it within 30 s, reload the page and try again"

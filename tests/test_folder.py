@@ -53,7 +53,7 @@ def test_export_load_translate_is_bitwise_the_original(trained, tmp_path, capsys
     assert 'Wrote' in capsys.readouterr().out
     cfg = json.loads((tmp_path/'my-model'/'config.json').read_text())
     assert cfg['scores']['final_valid_l1'] > 0 and cfg['size'] == 32   # the summary beside the file, the training size
-    G0, G1 = load_generator(out/'generator.pkl', device='cpu'), load_generator(tmp_path/'my-model', device='cpu')
+    G0, G1 = load_generator(out/'generator.pkl', device='cpu', trust_pickle=True), load_generator(tmp_path/'my-model', device='cpu')
     assert G0.state_dict().keys() == G1.state_dict().keys()
     for k, v in G0.state_dict().items(): assert torch.equal(v, G1.state_dict()[k]), k
     x = torch.randn(2, 3, 64, 96)

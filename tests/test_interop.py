@@ -1,5 +1,7 @@
 "Loading reference-layout generator files, translating with them, and exporting ours (reference state dicts, ONNX)."
+import pickle
 from collections import OrderedDict
+from pathlib import Path
 import numpy as np
 import pytest, torch
 from PIL import Image
@@ -230,11 +232,35 @@ def test_fastai_export_loads_with_its_settings(tmp_path):
     dls = Pix2pixDataLoaders.from_folder(data, load_size=36, crop_size=32, bs=2, num_downs=5)
     learn = pix2pix_learner(dls, generator=UnetGenerator(num_downs=5, ngf=4), path=tmp_path, trainer_kwargs=dict(test_mode='eval'))
     learn.export('generator.pkl')
-    G, s = read_generator(tmp_path/'generator.pkl', device='cpu')
+    G, s = read_generator(tmp_path/'generator.pkl', device='cpu', trust_pickle=True)
     assert s == dict(in_ch=3, multiple=32, size=32, test_mode='eval')
     x = torch.randn(1, 3, 32, 32)
     learn.model.eval()
     with torch.no_grad(): assert torch.equal(G(x), learn.model(x))
+
+
+class Payload:
+    "A pickle that creates a file when it is loaded"
+    def __init__(self, fn): self.fn = fn
+    def __reduce__(self): return (Path.touch, (Path(self.fn),))
+
+def test_no_path_unpickles_without_trust(tmp_path):
+    from gan_callbacks.deploy.interop import export_generator
+    from gan_callbacks.metrics.evaluation import evaluate
+    from gan_callbacks.deploy.webapp import make_app
+    ran = tmp_path/'payload-ran'
+    for name in ('evil.pkl', 'EVIL.PKL'):
+        bad = tmp_path/name
+        bad.write_bytes(pickle.dumps(Payload(ran)))
+        for load in (lambda: load_generator(bad), lambda: read_generator(bad, device='cpu'),
+                     lambda: evaluate(bad, tmp_path, tmp_path/'e', quiet=True),
+                     lambda: export_generator(bad, 'reference', tmp_path/'x.pth'), lambda: make_app(bad)):
+            with pytest.raises(InteropError, match=r'is a pickle, and loading a pickle runs any code it holds: pass trust_pickle=True'):
+                load()
+            assert not ran.exists()
+    # trusted, it is unpickled (the payload runs: that is what trusting means), then refused as no export
+    with pytest.raises(InteropError, match='cannot load it as a fastai export'): load_generator(bad, trust_pickle=True)
+    assert ran.exists()
 
 
 @pytest.mark.parametrize('content,hints,msg', [

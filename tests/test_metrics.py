@@ -242,8 +242,8 @@ def test_evaluate_scores_the_generator(run_dir, tmp_path):
     data, out = run_dir
     names, a, b = read_pairs(data)
     ex = extractor()
-    s = evaluate(out/'generator.pkl', data, tmp_path/'pkl', extractor=ex, test_mode='eval', n_show=2, device='cpu', quiet=True)
-    G = load_generator(out/'generator.pkl', device='cpu')
+    s = evaluate(out/'generator.pkl', data, tmp_path/'pkl', extractor=ex, test_mode='eval', n_show=2, device='cpu', quiet=True, trust_pickle=True)
+    G = load_generator(out/'generator.pkl', device='cpu', trust_pickle=True)
     with torch.no_grad(): fake = G(a)
     rows = list(csv.DictReader(open(tmp_path/'pkl'/'metrics.csv')))
     assert [r['image'] for r in rows] == names
@@ -266,7 +266,7 @@ def test_evaluate_scores_the_generator(run_dir, tmp_path):
 def test_evaluate_command_on_a_reference_state_dict(run_dir, tmp_path, capsys):
     "`evaluate --model latest_net_G.pth`: the reference's test default ('paper' mode) at the images' size; --netG reaches the loader"
     data, out = run_dir
-    G = load_generator(out/'generator.pkl', device='cpu')
+    G = load_generator(out/'generator.pkl', device='cpu', trust_pickle=True)
     export_reference(G, tmp_path/'latest_net_G.pth')
     torch.manual_seed(0)
     assert main(['evaluate', '--model', str(tmp_path/'latest_net_G.pth'), '--data', str(data), '--out', str(tmp_path/'ev')]) is None

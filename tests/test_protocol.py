@@ -1,5 +1,6 @@
 "A trainer writes its iteration and nothing else: augmentation, R1/R2, statistics, skip flags and the end of the iteration are the base's."
 import inspect
+from helpers import tiny_learner
 import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, set_seed
@@ -116,3 +117,15 @@ def test_no_trainer_makes_a_protocol_call():
         src = inspect.getsource(cls.on_batch_end)
         assert not [c for c in ('d_input(', 'd_regularize', 'norm_stats', 'leave_forward', 'end_iteration') if c in src], cls.__name__
         assert len(src.splitlines()) <= 30, (cls.__name__, len(src.splitlines()))
+
+
+def test_a_trainer_given_to_a_second_learner_moves_there(tmp_path):
+    from fastai.learner import Learner
+    from gan_callbacks.trainer.base import find_trainer
+    l1 = tiny_learner(tmp_path)
+    t = find_trainer(l1)
+    l2 = Learner(l1.dls, l1.model, loss_func=l1.loss_func, cbs=[t])   # a notebook cell run twice
+    fit(l2, 1)
+    assert t.learn is l2 and {'g_gan', 'd_real', 'd_fake'} <= set(l2.recorder.metric_names)
+    with pytest.raises(Exception, match=r"this Learner's Pix2pixTrainer was given to another Learner since .* `Pix2pixTrainer\(\)` again"):
+        fit(l1, 1)   # not a silent L1 regression

@@ -116,7 +116,7 @@ def _read(fn, device=None):
     return ck
 
 _layout = dict(epoch=int, n_epoch=int, train_iter=int, model=dict, opt=dict, rng=dict)   # what a checkpoint must hold
-_optional = dict(trainer=dict, scaler=dict, recorder=dict, hps=dict, interrupted=dict, callbacks=dict)   # ... or may hold as `None`
+_optional = dict(trainer=dict, scaler=dict, recorder=dict, hps=dict, interrupted=dict, callbacks=dict, options=dict)   # ... or may hold as `None`
 
 def _check_layout(ck, fn):
     "Raise a `CheckpointError` naming what checkpoint `ck` (read from `fn`) lacks or holds of the wrong type: a file edited or damaged"
@@ -239,7 +239,9 @@ class GANCheckpoint(StateDictCallback):
                  every:int=1,                 # save every `every` epochs, and after the fit's last
                  keep:int=2,                  # epoch checkpoints to keep
                  resume:bool|str|Path=False,  # `True`: continue from the newest checkpoint if any; or a checkpoint file
-                 patience:int=1):             # stop with `WeightsNotFinite` after this many epochs in a row (and the last) whose weights are not finite
+                 patience:int=1,              # stop with `WeightsNotFinite` after this many epochs in a row (and the last) whose weights are not finite
+                 options:dict|None=None,      # the options of the run (plain values), saved in each checkpoint; a resume asking others is refused
+                 allow_changes:bool=False):   # resume even when `options` differ from the checkpoint's
         if every < 1 or keep < 1 or patience < 1:
             raise ValueError(f"`every`, `keep` and `patience` must be at least 1, got every={every}, keep={keep}, patience={patience}")
         store_attr()
@@ -278,6 +280,7 @@ class GANCheckpoint(StateDictCallback):
 
     def _resume_from(self, ck, fn, n_epochs):
         "Load `ck` now; keep what belongs to the loop for the first resumed epoch"
+        self._check_options(ck, fn)
         _apply(self.learn, ck, fn)
         if ck['n_epoch'] != n_epochs:
             warnings.warn(f"{fn.name} was saved in a fit of {ck['n_epoch']} epochs, this one has {n_epochs}: the schedule will differ")
@@ -342,7 +345,7 @@ class GANCheckpoint(StateDictCallback):
         "Save checkpoint `{fname}_epoch{epoch}.pth`, then remove the ones it makes obsolete; returns its path (`None`: not saved)"
         if not self._savable(): return None
         fn, s = self.epoch_file(epoch), _series(self.ckpt_dir, self.fname)
-        try: atomic_save(checkpoint_state(self.learn), fn)
+        try: atomic_save(self._state(), fn)
         except CheckpointWriteError as e:
             last = [p for _, p in s if p != fn]
             raise CheckpointWriteError(f"{e}; the last good checkpoint is {last[-1] if last else 'none (nothing saved yet)'}", e.errno) from e
@@ -378,4 +381,17 @@ class GANCheckpoint(StateDictCallback):
             return fn if fn is not None else self.save_epoch(epoch)   # that save was cut short: the same state again
         where = dict(epoch=self.learn.epoch, batch=getattr(self.learn, 'iter', None), error=repr(exception))
         if not self._savable(): return None
-        return atomic_save(checkpoint_state(self.learn, interrupted=where), self.interrupted_file)
+        return atomic_save(self._state(interrupted=where), self.interrupted_file)
+
+    def _state(self, interrupted=None):
+        "`checkpoint_state`, with the run's `options`"
+        return dict(checkpoint_state(self.learn, interrupted), **({'options': self.options} if self.options is not None else {}))
+
+    def _check_options(self, ck, fn):
+        "Refuse to resume checkpoint `ck` (from `fn`) with options other than those it was trained with, unless `allow_changes`"
+        was = ck.get('options')
+        if self.allow_changes or not (isinstance(was, dict) and self.options): return
+        diff = [k for k, v in self.options.items() if k in was and was[k] != v]
+        if diff: raise CheckpointError(f"{fn.name} was trained with " + ', '.join(f"{k}={was[k]!r}" for k in diff) + "; this fit asks for "
+                                       + ', '.join(f"{k}={self.options[k]!r}" for k in diff) + ": resume with the same options, "
+                                       "or allow the change (--allow-changes; `GANCheckpoint(allow_changes=True)`)")

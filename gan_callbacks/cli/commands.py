@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10b_commands.ipynb #b09c3391
 from __future__ import annotations
-import inspect, json, shlex, sys, warnings
+import contextlib, inspect, json, shlex, sys, warnings
 from fastcore.meta import delegates
 from pathlib import Path
 # deprecations inside fastai, printed at its import, that a user of the command cannot act on: it scripts a few functions,
@@ -26,7 +26,7 @@ from ..deploy.webapp import serve
 from .. import __version__
 from fastai.torch_core import rank_distrib
 from ..trainer.distributed import launch_argv, relaunch
-from .preflight import CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder
+from .preflight import CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder, run_lock, check_size_allowed
 from .runs import train_runs, train, defaults_of
 from ..trainer.precision import precisions
 from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_ended
@@ -37,7 +37,7 @@ __all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'run_command', 
 
 # %% ../../nbs/10b_commands.ipynb #fa14c742
 def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
-              direction='AtoB', tile=None, overlap=64, trust_pickle=False, instances=None, label_nc=None):
+              direction='AtoB', tile=None, overlap=64, trust_pickle=False, instances=None, label_nc=None, overwrite=False):
     ("Translate image file `input`, or every image in folder `input`, with generator file `model` (see `load_generator`; `direction` "
      "for a CycleGAN), into folder `output`; label maps (and `instances`) for a label-map model")
     model, input = Path(model), Path(input)
@@ -48,11 +48,17 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
         raise CLIError("--tile translates images at their own size: leave out --preprocess and --load-size")
     if tile is not None and tile < 1: raise CLIError(f"--tile must be at least 1 pixel, got {tile}")
     if overlap < 0: raise CLIError(f"--overlap must be >= 0, got {overlap}")
+    if load_size is not None: check_size_allowed(load_size)
     preprocess = preprocess or ('resize' if load_size is not None else 'pad')   # a --load-size asks for the reference's resize
-    files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts)
+    if not (input.is_file() or input.is_dir()): raise CLIError(f"--input {input}: not a regular file or a folder")
+    # regular files only: a FIFO or a device named like an image would block its reader forever
+    files = [input] if input.is_file() else sorted(f for f in input.iterdir() if f.suffix.lower() in image_exts and f.is_file())
     if not files: raise CLIError(f"--input {input}: no images ({', '.join(sorted(image_exts))})")
     check_not_over_input(files, output)
     check_not_in_model_folder(output)
+    if not overwrite and (there := [f for f in files if (Path(output)/f.name).exists()]):
+        raise CLIError(f"--output {output} already holds {there[0].name}" + (f" and {len(there) - 1} more of the names to write" if len(there) > 1 else '')
+                       + ": give another --output, or --overwrite to replace them")
     check_pickle(model, trust_pickle)
     # an `InteropError` names the file
     G, s = read_generator(model, trust_pickle=trust_pickle, **({} if netG is None else dict(netG=netG)))
@@ -97,15 +103,16 @@ def _instance_maps(model, s, files, instances):
     return insts
 
 # %% ../../nbs/10b_commands.ipynb #05257e71
-@delegates(serve)
-def app(model, **kwargs):
+@delegates(serve, but=['trust_pickle'])
+def app(model, *, trust_pickle=False, **kwargs):
     ("Serve a web page on `host`:`port` that translates dropped images with generator `model` "
      "(a model folder, or any file `translate` reads)")
     if not Path(model).exists():
         raise CLIError(f"--model {model}: no such file or folder (expected a model folder, e.g. generator/ from train)")
-    serve(model, **kwargs)
+    check_pickle(model, trust_pickle)
+    serve(model, trust_pickle=trust_pickle, **kwargs)
 
-@delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet'])
+@delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet', 'trust_pickle'])
 def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=False, **kwargs):
     ("Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: "
      "per-image CSV, summary, best/worst grid")
@@ -113,11 +120,19 @@ def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=Fal
                                                 "from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
     if Path(data).is_dir(): check_apart(data, out)   # the grids written there would be scored next time
-    if trust_pickle and Path(model).is_file() and Path(model).suffix.lower() != '.pkl':   # a .pth holding more than tensors
-        netG = kwargs.get('netG')
-        model = read_generator(model, size=None, trust_pickle=True, **({} if netG is None else dict(netG=netG)))[0]
-    try: return evaluate(model, data, out, **kwargs)
-    except (ValueError, OSError) as e: raise CLIError(_worker_error(e))
+    if found := [n + '/' * (Path(out)/n).is_dir() for n in ('checkpoints', 'generator', 'generator.pkl', 'history.csv') if (Path(out)/n).exists()]:
+        raise CLIError(f"--out {out} holds a training run ({', '.join(found)}), whose summary.json evaluate would replace: "
+                       f"give another --out, e.g. {Path(out)/'evaluation'}")
+    check_not_in_model_folder(out, '--out')
+    made = not Path(out).exists()
+    try:
+        with run_lock(make_out_dir(out)):   # two commands writing one folder would mix their files
+            return evaluate(model, data, out, trust_pickle=trust_pickle, **kwargs)
+    except BaseException as e:
+        if made:   # nothing was scored: the folder made for it goes
+            with contextlib.suppress(OSError): Path(out).rmdir()
+        if isinstance(e, (ValueError, OSError)): raise CLIError(_worker_error(e)) from None
+        raise
 
 def _worker_error(e):
     "The message of exception `e` without the traceback a DataLoader worker process wraps it in"

@@ -120,6 +120,10 @@ def _parser():
                    'a last epoch always counts')
     t.add_argument('--resume', nargs='?', const=True, default=False, metavar='CHECKPOINT',
                    help='continue from the last epoch checkpoint in --out, or from file CHECKPOINT')
+    t.add_argument('--allow-changes', action='store_true',
+                   help='with --resume: continue although options differ from those the checkpoint was trained with (they are refused)')
+    t.add_argument('--overwrite', action='store_true',
+                   help='start a new run in an --out that holds one, replacing its files (without it, such an --out is refused)')
     c = t.add_argument_group('cyclegan', 'options of --model cyclegan')
     g = lambda arg: _by_model(arg, '{:g}'.format)
     c.add_argument('--n-blocks', type=int, help=f"residual blocks of the ResNet generators (default {_by_model('n_blocks')})")
@@ -200,6 +204,7 @@ def _parser():
     r.add_argument('--label-nc', type=int, help="a reference pix2pixHD latest_net_G.pth: the classes of its label maps (a model folder "
                    "or generator.pkl knows them)")
     r.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")
+    r.add_argument('--overwrite', action='store_true', help='replace files of the same names in --output (without it, they are refused)')
     r.add_argument('--trust-pickle', action='store_true',
                    help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     r.add_argument('--max-pixels', type=int, default=None, help=pixels)
@@ -212,6 +217,7 @@ def _parser():
     x.add_argument('--batch', type=int, default=D['export'].batch,
                    help="ONNX: the traced batch size (any batch size runs)")
     x.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256")
+    x.add_argument('--overwrite', action='store_true', help='replace an existing --out file (without it, it is refused)')
     x.add_argument('--trust-pickle', action='store_true',
                    help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     a = sub.add_parser('app',
@@ -221,6 +227,9 @@ def _parser():
     a.add_argument('--port', type=int, default=D['app'].port)
     a.add_argument('--max-pixels', type=int, default=D['app'].max_pixels, help='larger uploads are refused with a message; '
                    '2048 x 2048 keeps a request within about 0.5 GB of memory')
+    a.add_argument('--max-file-size', default=D['app'].max_file_size, help="larger uploads are refused before they are stored (Gradio's sizes: 64mb, 1gb)")
+    a.add_argument('--trust-pickle', action='store_true',
+                   help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     e = sub.add_parser('evaluate', help='score a generator on a folder of pairs: L1, PSNR, SSIM (FID/KID with --fid-weights)',
                        description=F['docs']['evaluate'])
     e.add_argument('--model', required=True,
@@ -232,7 +241,8 @@ def _parser():
     e.add_argument('--lpips-weights', metavar='DIR', default=None,
                    help="a folder with torchvision's alexnet-owt-7be5be79.pth and LPIPS's alex.pth, for LPIPS")
     e.add_argument('--layout', choices=('aligned', 'separate'), default=D['evaluate'].layout)
-    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=D['evaluate'].direction)
+    e.add_argument('--direction', choices=('AtoB', 'BtoA'), default=D['evaluate'].direction,
+                   help='which side of a pair is the input (default: the direction the model was trained in, else AtoB)')
     e.add_argument('--test-mode', choices=C['test_modes'], default=None, help=f"default: the trainer's, or {F['reference_test_mode']!r} for a .pth")
     e.add_argument('--n-show', type=int, default=D['evaluate'].n_show, help='best and worst translations in the grid')
     e.add_argument('--netG', default=None, help="what the file cannot tell, e.g. unet_256 (see load_generator)")

@@ -9,8 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CLIError', 'make_out_dir', 'check_numbers', 'check_not_over_input', 'check_apart', 'check_not_in_model_folder',
-           'check_pair_sizes', 'check_pickle', 'run_lock', 'hold_lock', 'release_locks']
+__all__ = ['CLIError', 'make_out_dir', 'check_size_allowed', 'check_numbers', 'check_not_over_input', 'check_run_out',
+           'check_apart', 'is_model_folder', 'check_not_in_model_folder', 'check_pair_sizes', 'check_pickle',
+           'run_lock', 'hold_lock', 'release_locks']
 
 # %% ../../nbs/10d_preflight.ipynb #a402c7e8
 class CLIError(Exception):
@@ -24,6 +25,13 @@ def make_out_dir(out):
     except OSError as e: raise CLIError(f"cannot create --out {out}: {e}")
     return out
 
+def check_size_allowed(size, arg='--load-size'):
+    "Refuse images resized to `size` x `size` pixels beyond `max_pixels()`, the limit every image read must keep"
+    from ..data.images import max_pixels
+    if size * size > (m := max_pixels()):
+        raise CLIError(f"{arg} {size}: images of {size}x{size} are {size * size:,} pixels, more than the limit of {m:,} "
+                       f"(--max-pixels {size * size} raises it, if the memory allows)")
+
 def check_numbers(epochs, epochs_decay, bs, load_size, crop_size, lr, ngf, n_samples, seed, multiple=32,
                   why='the U-Net halves it at least 5 times', **weights):
     "Refuse, naming the argument, numbers that cannot make a run (`weights`: loss weights by option name), before anything is built"
@@ -35,7 +43,9 @@ def check_numbers(epochs, epochs_decay, bs, load_size, crop_size, lr, ngf, n_sam
     if min(epochs, epochs_decay) < 0 or epochs + epochs_decay < 1: raise CLIError("--epochs and --epochs-decay must be >= 0, and not both 0")
     for name, v in (('--bs', bs), ('--ngf', ngf), ('--n-samples', n_samples), ('--crop-size', crop_size)):
         if v < 1: raise CLIError(f"{name} must be at least 1, got {v}")
+    if ngf > 1024: raise CLIError(f"--ngf must be at most 1024, got {ngf}")
     if load_size < crop_size: raise CLIError(f"--load-size ({load_size}) must be at least --crop-size ({crop_size})")
+    check_size_allowed(load_size)
     if crop_size % multiple:
         raise CLIError(f"--crop-size must be a multiple of {multiple} ({why}), got {crop_size}: "
                        f"use e.g. {max(multiple, crop_size // multiple * multiple)}")
@@ -52,6 +62,18 @@ def check_not_over_input(files, output):
 
 _data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
 
+_run_files = ('summary.json', 'history.csv', 'generator.pkl', 'generator', 'checkpoints')   # what `train` writes into `--out`
+
+def check_run_out(out, resume=False, overwrite=False):
+    "Refuse, before anything is written, an `out` holding an earlier run (unless resumed or `overwrite`) or a `generator/` not a model folder"
+    out, g = Path(out), Path(out)/'generator'
+    if g.exists() and not (g.is_dir() and (is_model_folder(g) or not any(g.iterdir()))):
+        raise CLIError(f"--out {out}: train writes its model folder to {g}, which holds other files: move them, or give another --out")
+    if resume or overwrite: return
+    found = [n + '/' * (out/n).is_dir() for n in _run_files if (out/n).exists() and not ((out/n).is_dir() and not any((out/n).iterdir()))]
+    if found: raise CLIError(f"--out {out} holds an earlier run ({', '.join(found)}): continue it with --resume, "
+                             "start over with --overwrite (its files are replaced), or give another --out")
+
 def check_apart(data, out, data_arg='--data', out_arg='--out'):
     "Refuse an output folder `out` that is `data`, is inside its image folders, or holds `data` (resolved paths)"
     d, o = Path(data).resolve(), Path(out).resolve()
@@ -59,13 +81,16 @@ def check_apart(data, out, data_arg='--data', out_arg='--out'):
         raise CLIError(f"{out_arg} {out} is inside {data_arg} {data}: what is written there would join the data; choose a folder outside it")
     if o in d.parents: raise CLIError(f"{data_arg} {data} is inside {out_arg} {out}: choose an output folder that does not hold the data")
 
+def is_model_folder(d):
+    "Whether folder `d` is a model folder: its `config.json` names gan_callbacks"
+    try: return json.loads((Path(d)/'config.json').read_text()).get('library_name') == 'gan_callbacks'
+    except (OSError, ValueError, AttributeError, RecursionError): return False
+
 def check_not_in_model_folder(output, arg='--output'):
     "Refuse an `output` folder that is, or is inside, a model folder (a `config.json` naming gan_callbacks): its files are not for images"
     o = Path(output).resolve()
     for d in (o, *o.parents):
-        try: mine = json.loads((d/'config.json').read_text()).get('library_name') == 'gan_callbacks'
-        except (OSError, ValueError, AttributeError, RecursionError): mine = False
-        if mine: raise CLIError(f"{arg} {output} is {'inside ' if d != o else ''}the model folder {d}: choose another folder for the images")
+        if is_model_folder(d): raise CLIError(f"{arg} {output} is {'inside ' if d != o else ''}the model folder {d}: choose another folder for the images")
 
 def check_pair_sizes(pairs):
     "Refuse (A, B) image file `pairs` whose two images differ in size: a pair shows one scene, pixel for pixel (sizes read from the headers)"

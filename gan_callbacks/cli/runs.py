@@ -33,12 +33,12 @@ from ..stabilizers.ema import find_ema
 from ..stabilizers.recipes import recipes, perceptual_loss
 from ..trainer.distributed import setup_process
 from ..trainer.precision import precisions, auto_precision, native_bf16, emulated_bf16_message, EmulatedBF16Warning
-from .preflight import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes
+from .preflight import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes, check_run_out
 
 
 # %% auto #0
-__all__ = ['train_runs', 'defaults_of', 'TrainRun', 'train', 'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun',
-           'LabelGrid', 'Pix2pixHDRun']
+__all__ = ['option_ranges', 'train_runs', 'defaults_of', 'TrainRun', 'train', 'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun',
+           'FastCUTRun', 'LabelGrid', 'Pix2pixHDRun']
 
 # %% ../../nbs/10c_runs.ipynb #f0466f05
 def defaults_of(f) -> AttrDict:
@@ -47,12 +47,13 @@ def defaults_of(f) -> AttrDict:
 
 _fit_gan, _data = defaults_of(Learner.fit_gan), defaults_of(Pix2pixDataLoaders.from_folder)
 
-def _check_train(data, sample, out, seed, **numbers):
+def _check_train(data, sample, out, seed, resume, overwrite, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
     if data is not None: check_apart(data, out)   # pictures written into the data would be trained on next time
     check_numbers(seed=seed, **numbers)
+    check_run_out(out, resume, overwrite)   # every process, before any of them writes
     out, rank = make_out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
     if not rank: hold_lock(out)   # one run per output folder
     if seed is not None:
@@ -73,6 +74,10 @@ def _set_precision(learn, precision, quiet=False):
         print(f"gan_callbacks train: warning: {emulated_bf16_message('--precision auto or fp32')}", file=sys.stderr, flush=True)
     return name, why
 
+# the bounds of the models' own integer options: beyond them a network or a pool does not fit a machine, or is no network
+option_ranges = dict(num_d=(1, 8), n_blocks=(0, 64), n_blocks_local=(0, 64), n_downsampling=(0, 8), n_local_enhancers=(1, 3),
+                     n_layers_d=(1, 8), ndf=(1, 1024), num_patches=(1, 65536), pool_size=(0, 10000), niter_fix_global=(0, 10**6))
+
 class TrainRun:
     "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
     name, multiple, why, sample_name = None, 1, '', 'sample dataset'
@@ -81,7 +86,14 @@ class TrainRun:
     crops = True            # trains on random crops; else on whole images `load_size` wide (`crop_size` is unused)
     valid_folders = 'a folder of validation pairs val/'   # what `--data` needs to validate on, for the message when it has none
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
-    def check(self): pass          # checks of the model's own options that `check_numbers` does not make
+    def check(self):               # checks of the model's own options that `check_numbers` does not make
+        for k, (lo, hi) in option_ranges.items():
+            if (v := getattr(self, k, None)) is not None and not lo <= v <= hi:
+                raise CLIError(f"--{k.replace('_', '-')} must be from {lo} to {hi}, got {v}")
+    def check_size(self, size):    # the discriminators' scales at training size `size`
+        if (n := getattr(self, 'num_d', 1)) > 1 and size >> (n - 1) < 8:
+            raise CLIError(f"--num-d {n}: at {size} px its coarsest discriminator would judge images of {size >> (n - 1)} px; "
+                           f"at most --num-d {(size // 8).bit_length()} here (each scale halves the size, down to 8 px at least)")
     def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
     def learner(self, data, out, bs, load_size, crop_size, ngf): raise NotImplementedError   # its `Learner`, writing to `out`
     def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
@@ -110,7 +122,7 @@ def _wandb_logger(out, model, n_samples, config):
     return WandbGAN(n_images=n_samples)
 
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
-          crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='auto', resume=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
+          crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='auto', resume=False, overwrite=False, allow_changes=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, recipe='paper', ema=None, r1=None, r2=None, reg_interval=None, diffaugment=None,
           spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, **options):
     "Train `model` (pix2pix, cyclegan, cut, fastcut or pix2pixhd) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
@@ -118,13 +130,14 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
     if not run.crops: crop_size = load_size
+    run.check_size(crop_size)
     if recipe not in recipes: raise CLIError(f"--recipe must be one of {', '.join(recipes)}, got {recipe!r}")
     stab = dict(ema=ema, r1_gamma=r1, r2_gamma=r2, reg_interval=reg_interval, diffaugment=diffaugment, spectral_norm=spectral_norm)
     run.recipe, run.stabilizers, run.swd = recipe, {k: v for k, v in stab.items() if v is not None}, bool(swd or keep_best == 'swd')
     epochs, epochs_decay = ifnone(epochs, run.schedule[0]), ifnone(epochs_decay, run.schedule[1])
     if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
-    out, rank = _check_train(data, sample, out or f'{model}_out', seed, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+    out, rank = _check_train(data, sample, out or f'{model}_out', seed, resume, overwrite, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                              crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=run.multiple, why=run.why, **run.weights())
     if sample:
         print(f"Building the {run.sample_name} (once) ...", flush=True)
@@ -138,7 +151,11 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if keep_best or early_stop: monitor = run.monitor(keep_best or 'l1')   # before anything is trained
     grid, *more = run.callbacks(out, n_samples)
     if nonfinite_patience < 1: raise CLIError(f"--nonfinite-patience must be at least 1, got {nonfinite_patience}")
-    ckpt, keep = GANCheckpoint(resume=resume, patience=nonfinite_patience), keep_best and KeepBest(monitor)
+    # what a resume must ask again (epochs, seeds, logs and checks may change; the checkpoint says when the schedule does)
+    options = dict(model=model, data='sample' if sample else str(data), bs=bs, load_size=load_size, crop_size=crop_size, lr=lr, ngf=ngf,
+                   precision=precision, recipe=recipe, **stab, swd=swd, **run.options())
+    ckpt = GANCheckpoint(resume=resume, patience=nonfinite_patience, options=options, allow_changes=allow_changes)
+    keep = keep_best and KeepBest(monitor)
     cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
     cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
@@ -250,8 +267,6 @@ class CycleGANRun(TrainRun):
     def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt, '--lambda-feat': self.lambda_feat}
     @property
     def monitors(self): return {'l1': 'true_l1'} if getattr(self, 'truth', None) else {}   # with true B images only
-    def check(self):
-        if self.n_blocks < 0: raise CLIError(f"--n-blocks must be at least 0, got {self.n_blocks}")
     def sample(self): return sample_unpaired()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
@@ -296,9 +311,6 @@ class CUTRun(CycleGANRun):
     def __init__(self, gan_mode=_cut.gan_mode, n_blocks=_resnet.n_blocks, lambda_gan=_cut.lambda_gan, lambda_nce=_cut.lambda_nce,
                  nce_idt=_cut.nce_idt, num_patches=_cut.num_patches, flip_equivariance=_cut.flip_equivariance): store_attr()
     def weights(self): return {'--lambda-gan': self.lambda_gan, '--lambda-nce': ifnone(self.lambda_nce, cut_modes[self.mode]['lambda_nce'])}
-    def check(self):
-        super().check()
-        if self.num_patches < 1: raise CLIError(f"--num-patches must be at least 1, got {self.num_patches}")
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         dls = UnpairedDataLoaders.from_folder(data, load_size=load_size, crop_size=crop_size, bs=bs, num_downs=2)
@@ -346,12 +358,10 @@ class Pix2pixHDRun(TrainRun):
     monitors = {'l1': 'valid_loss'}
     def weights(self): return {'--lambda-feat': self.lambda_feat}
     def check(self):
+        super().check()
         if self.gan_mode not in ('lsgan', 'vanilla'): raise CLIError(f"--gan-mode of pix2pixhd must be lsgan or vanilla, got {self.gan_mode}")
         if self.net_g not in ('global', 'local'): raise CLIError(f"--net-g must be global or local, got {self.net_g}")
-        for k in ('n_downsampling', 'n_blocks', 'n_blocks_local', 'niter_fix_global', 'label_nc', 'pool_size'):
-            if getattr(self, k) < 0: raise CLIError(f"--{k.replace('_', '-')} must be at least 0, got {getattr(self, k)}")
-        for k in ('n_local_enhancers', 'num_d', 'n_layers_d', 'ndf'):
-            if getattr(self, k) < 1: raise CLIError(f"--{k.replace('_', '-')} must be at least 1, got {getattr(self, k)}")
+        if self.label_nc < 0: raise CLIError(f"--label-nc must be at least 0, got {self.label_nc}")
     def sample(self):
         self.label_nc = 8   # the sample's classes
         return sample_labels()

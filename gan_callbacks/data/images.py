@@ -16,7 +16,8 @@ from fastai.vision.all import TensorImage, TensorImageBW, PILImage, PILImageBW, 
 # %% auto #0
 __all__ = ['image_modes', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'ImageTooLarge',
            'max_pixels', 'set_max_pixels', 'check_pixels', 'open_image', 'decode_file', 'in_mode', 'is_deep',
-           'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'deep_files', 'is_deep_folder', 'bit_depth']
+           'stated_shape', 'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'deep_files', 'is_deep_folder',
+           'bit_depth']
 
 # %% ../../nbs/04b_images.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -169,24 +170,49 @@ def is_deep(fn):
     return h is not None and h[0] == 16
 
 def _scale(a, fn):
-    "The value of full intensity for array `a`'s dtype: 255, 65535, or 1 for floats (taken to be in [0, 1])"
+    "The value of full intensity for array `a`'s dtype: 255, 65535, or 1 for floats, which must be finite and in [0, 1]"
     if a.dtype == np.uint8: return 255
     if a.dtype == np.uint16: return 65535
-    if a.dtype.kind == 'f': return 1.
+    if a.dtype.kind == 'f':
+        if not np.isfinite(a).all(): raise OSError(f"{fn}: {(~np.isfinite(a)).sum()} values are NaN or infinite (pixels must be finite)")
+        if a.size and (a.min() < 0 or a.max() > 1):
+            raise OSError(f"{fn}: float pixels from {a.min():g} to {a.max():g}, expected values in [0, 1] (divide by the full intensity)")
+        return 1.
     raise OSError(f"{fn}: pixel type {a.dtype} (expected uint8, uint16 or floats in [0, 1])")
+
+_photometrics = ('MINISBLACK', 'RGB')   # TIFF colour spaces read as they are (grey or RGB, with any extra channels)
+
+def _npy_shape(fn):
+    "The shape a `.npy` file's header states"
+    with open(fn, 'rb') as f:
+        major = np.lib.format.read_magic(f)[0]
+        return (np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0)(f)[0]
+
+def stated_shape(fn):
+    "The (H, W) or (H, W, C) shape the header of TIFF or `.npy` file `fn` states, nothing decoded; an `OSError` unless it is one image"
+    fn = Path(fn)
+    if fn.suffix.lower() == '.npy': sh = _npy_shape(fn)
+    else:
+        import tifffile
+        with tifffile.TiffFile(fn) as tf:
+            sh = tf.series[0].shape if tf.series else ()
+            if (pm := tf.pages[0].photometric.name) not in _photometrics:
+                raise OSError(f"its colours are {pm}: grey or RGB expected (convert it, e.g. with Pillow or tifffile)")
+    if len(sh) not in (2, 3) or (len(sh) == 3 and sh[-1] > 64):
+        raise OSError(f"shape {tuple(sh)}: one image of (H, W) or (H, W, C) with at most 64 channels expected, not pages or volumes")
+    return tuple(int(n) for n in sh)
 
 def read_array(fn):
     "The pixels of image file `fn` (PNG of 16 bits, TIFF or `.npy` of any channel count) as an (H, W, C) array, values kept"
     fn = Path(fn)
     try:
-        if fn.suffix.lower() == '.npy': a = np.load(fn, allow_pickle=False)
-        elif fn.suffix.lower() in ('.tif', '.tiff'):
-            import tifffile
-            with tifffile.TiffFile(fn) as tf:
-                sh = tf.series[0].shape if tf.series else (0, 0)
-                h, w = (sh[:2] if len(sh) == 3 and sh[-1] <= 16 else sh[-2:]) if len(sh) >= 2 else (0, 0)
-                check_pixels(fn, int(w), int(h))   # from the header: a compressed TIFF can expand a thousandfold
-                a = tf.asarray()
+        if fn.suffix.lower() in ('.npy', '.tif', '.tiff'):
+            h, w = stated_shape(fn)[:2]
+            check_pixels(fn, w, h)   # from the header: a compressed file can expand a thousandfold
+            if fn.suffix.lower() == '.npy': a = np.load(fn, allow_pickle=False)
+            else:
+                import tifffile
+                a = tifffile.imread(fn)
         else:
             if (_png_header(fn) or (0, 0))[1] in (2, 6): raise OSError("a 16-bit colour PNG, which Pillow reads as 8 bits: save it as a 16-bit TIFF")
             a = np.asarray(_load(fn)).astype(np.uint16)

@@ -21,7 +21,7 @@ from ..data.label_maps import label_inputs, encode_label_files
 # %% auto #0
 __all__ = ['preprocesses', 'reference_test_mode', 'translate_preprocesses', 'max_whole_pixels', 'auto_tile', 'to_pil', 'from_pil',
            'reference_resize', 'reference_size', 'test_mode_of', 'generator_settings', 'pad_to_multiple', 'tile_starts',
-           'blend_ramp', 'run_padded', 'run_tiled', 'generator_of', 'translate_image', 'with_label_maps',
+           'blend_ramp', 'run_padded', 'run_tiled', 'generator_of', 'input_half', 'translate_image', 'with_label_maps',
            'translate_labels', 'translate_file', 'translate_batch']
 
 # %% ../../nbs/09a_inference.ipynb #02f27398
@@ -168,14 +168,19 @@ def _own_settings(G, settings):
     return {**settings, **{k: v for k, v in generator_settings(G).items() if k in ('in_ch', 'multiple')}}
 
 @torch.no_grad()
+def input_half(im, settings:dict):
+    "The input half of A|B pair image `im`: A on the left, or B on the right for a generator trained B to A (`trained_direction`)"
+    w, h = im.size
+    return im.crop((w//2, 0, w//2 * 2, h) if settings.get('trained_direction') == 'BtoA' else (0, 0, w//2, h))
+
 def translate_image(learn, im, aligned=False, size=None, test_mode=None, preprocess='pad', keep_size=True, direction='AtoB',
                     tile=None, overlap=64, bs=4, settings:dict|None=None):
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`), as `preprocess` and `tile` say"
     _check_preprocess(preprocess, tile)
     if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
-    if aligned: im = im.crop((0, 0, im.size[0]//2, im.size[1]))
     G = generator_of(learn, direction)
     s = settings or (generator_settings(G) if G is learn else _own_settings(G, generator_settings(learn)))   # `settings`: G's own already
+    if aligned: im = input_half(im, s)
     mode = test_mode or s['test_mode']
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles
         x = from_pil(im.convert(image_modes[s['in_ch']]), s['in_ch'])

@@ -13,6 +13,7 @@ from torch import nn
 from fastai.learner import Learner, load_learner
 from fastai.torch_core import default_device
 from ..nets.networks import ResnetBlock, check_input
+from ..data.images import max_pixels
 from ..atomic import atomic_save, atomic_write
 from ..callback.checkpoint import is_checkpoint, few_keys
 from .inference import generator_settings
@@ -54,7 +55,10 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, trus
     fn, device = Path(path), default_device() if device is None else torch.device(device)
     if fn.is_dir(): return read_model_folder(fn, device)
     if not fn.is_file(): raise InteropError(f"{fn}: no such file or folder")
-    if fn.suffix == '.pkl':
+    if fn.suffix.lower() == '.pkl':
+        if not trust_pickle:   # a fastai export is a pickle: loading it runs any code it names
+            raise InteropError(f"{fn} is a pickle, and loading a pickle runs any code it holds: pass trust_pickle=True "
+                               "(--trust-pickle) if it comes from you or someone you trust, or use a model folder")
         try: learn = load_learner(fn, cpu=device.type == 'cpu', pickle_module=flat_layout_pickle)
         except Exception as e: raise InteropError(f"{fn}: cannot load it as a fastai export ({type(e).__name__}: {e})") from e
         return learn.model.to(device).eval(), generator_settings(learn, size=size)
@@ -68,9 +72,9 @@ def read_generator(path, device=None, net:str|None=None, size:int|None=256, trus
     except InteropError as e: raise InteropError(f"{source}: {e}" if not str(e).startswith(str(fn)) else str(e)) from None
     return G, generator_settings(G, size=size)
 
-def load_generator(path, device=None, **hints):
+def load_generator(path, device=None, trust_pickle:bool=False, **hints):
     "The generator in `path` (model folder, fastai export, `GANCheckpoint` or reference state dict), in eval mode"
-    return read_generator(path, device, **hints)[0]
+    return read_generator(path, device, trust_pickle=trust_pickle, **hints)[0]
 
 # %% ../../nbs/09d_interop.ipynb #55d1133b
 # where each module of the flat layout (before the wings) lives now
@@ -189,6 +193,9 @@ def export_onnx(G:nn.Module, fn, size:int|tuple=256, batch:int=1, opset:int=17, 
     "Write `G` (in eval mode) to ONNX file `fn`, traced at `batch` x `size` with dynamic batch, height and width"
     s = generator_settings(G)
     h, w = (size, size) if isinstance(size, int) else size
+    if batch < 1: raise ValueError(f"batch must be at least 1, got {batch}")
+    if min(h, w) < 1: raise ValueError(f"the size must be at least 1 pixel, got {h}x{w}")
+    if h * w > max_pixels(): raise ValueError(f"{h}x{w} is more than the limit of {max_pixels():,} pixels (--max-pixels raises it)")
     x = torch.randn(batch, s['in_ch'], h, w, device=next(G.parameters()).device)
     check_input(x, type(G).__name__, s['in_ch'], s['multiple'])
     dyn = {0: 'batch', 2: 'height', 3: 'width'}
@@ -218,9 +225,25 @@ def _known_scores(model):
     try: return json.loads(f.read_text()) if f is not None and f.is_file() else {}
     except (OSError, ValueError): return {}
 
-def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None, trust_pickle:bool=False):
+_suffixes = dict(onnx=('.onnx',), reference=('.pth', '.pt'))
+
+def _check_export_out(model, format, out, overwrite):
+    "Refuse an `out` that is `model` itself or inside it, of another kind than `format` writes, or (unless `overwrite`) an existing file"
+    o = out.resolve()
+    if isinstance(model, (str, Path)) and (m := Path(model).resolve()) in (o, *o.parents):
+        raise InteropError(f"--out {out} is {'' if m == o else 'inside '}the --model {model} it exports: give another --out")
+    if format in _suffixes and out.suffix.lower() not in _suffixes[format]:
+        raise InteropError(f"--out {out}: --format {format} writes a {' or '.join(_suffixes[format])} file")
+    if format in _suffixes and out.is_file() and not overwrite:
+        raise InteropError(f"--out {out} exists: give another --out, or --overwrite to replace it")
+
+def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None, trust_pickle:bool=False,
+                     overwrite:bool=False):
     "Write the generator in `model` (a file or folder `load_generator` reads, or a network) to `out` in `format`"
     if format not in export_formats: raise InteropError(f"format must be one of {', '.join(export_formats)}, got {format!r}")
+    if batch < 1: raise InteropError(f"--batch must be at least 1, got {batch}")
+    if size is not None and size < 1: raise InteropError(f"--size must be at least 1 pixel, got {size}")
+    _check_export_out(model, format, Path(out), overwrite)
     G, s = _generator_of(model, netG, trust_pickle)
     out = Path(out)
     if format == 'folder':

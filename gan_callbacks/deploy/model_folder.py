@@ -4,7 +4,7 @@
 
 # %% ../../nbs/09c_model_folder.ipynb #931635fe
 from __future__ import annotations
-import inspect, json, math, os, shutil, tempfile
+import glob, inspect, json, math, os, re, shutil, tempfile, warnings
 import numpy as np
 from collections import OrderedDict
 from pathlib import Path
@@ -15,7 +15,7 @@ from fastai.torch_core import default_device
 from ..gans.cyclegan import CycleGANModel
 from ..data.images import image_modes
 from ..data.samples import sample_photos, sample_photo
-from ..atomic import CheckpointError, write_error
+from ..atomic import CheckpointError, write_error, signals_held
 from ..callback.checkpoint import check_fits, few_keys
 from .inference import generator_settings, round_to, from_pil
 from ..trainer.test_mode import run_generator, default_test_mode, test_modes
@@ -24,8 +24,8 @@ from ..data.label_maps import label_inputs, photo_labels, EncodeLabels, TensorLa
 from .state_dicts import InteropError, clean_state_dict, infer_generator, generator_kinds, check_finite
 
 # %% auto #0
-__all__ = ['model_file', 'config_file', 'card_file', 'sample_file', 'network_config', 'write_model_folder', 'sample_grid',
-           'model_card', 'safetensors_shapes', 'read_model_folder']
+__all__ = ['model_file', 'config_file', 'card_file', 'sample_file', 'network_config', 'recover_folder', 'write_model_folder',
+           'sample_grid', 'model_card', 'safetensors_shapes', 'read_model_folder']
 
 # %% ../../nbs/09c_model_folder.ipynb #38048049
 model_file, config_file, card_file, sample_file = 'model.safetensors', 'config.json', 'README.md', 'sample.png'
@@ -77,19 +77,41 @@ _own_files = (model_file, config_file, card_file, sample_file)   # what a model 
 
 def _replace_folder(tmp, out):
     "Move the finished folder `tmp` to `out`, replacing an older model folder only once the new one is whole; other files kept"
-    if not out.exists(): os.replace(tmp, out); return
-    others, moved, old, gone = [p.name for p in out.iterdir() if p.name not in _own_files], [], None, False
-    try:
-        for n in others: os.rename(out/n, tmp/n); moved.append(n)   # same file system: a rename, nothing copied
-        old = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.old', dir=out.parent))
-        os.replace(out, old); gone = True
-        os.replace(tmp, out)
-    except BaseException:
-        if gone: os.replace(old, out)
-        for n in moved: os.rename(tmp/n, out/n)
-        raise
-    finally:
-        if old is not None: shutil.rmtree(old, ignore_errors=True)
+    with signals_held():   # Ctrl-C or SIGTERM waits for these renames: no file is ever between two folders when it lands
+        if not out.exists(): os.replace(tmp, out); return
+        others, moved, old, gone = [p.name for p in out.iterdir() if p.name not in _own_files], [], None, False
+        try:
+            for n in others: os.rename(out/n, tmp/n); moved.append(n)   # same file system: a rename, nothing copied
+            old = Path(tempfile.mkdtemp(prefix=f'.{out.name}.', suffix='.old', dir=out.parent))
+            os.replace(out, old); gone = True
+            os.replace(tmp, out)
+        except BaseException:
+            if gone: os.replace(old, out)
+            for n in moved: os.rename(tmp/n, out/n)
+            raise
+        finally:
+            if old is not None: shutil.rmtree(old, ignore_errors=True)
+
+def _leftovers(out, kind):
+    "The folders named as `_replace_folder` names them (`tempfile.mkdtemp`'s 8 characters) beside `out`"
+    name = re.compile(rf'\.{re.escape(out.name)}\.[a-z0-9_]{{8}}\.{kind}')
+    return sorted(p for p in out.parent.glob(f'.{glob.escape(out.name)}.*.{kind}') if name.fullmatch(p.name) and p.is_dir())
+
+def _others_in(d): return [p for p in d.iterdir() if p.name not in _own_files]
+
+def recover_folder(out):
+    "Undo what a replacement of model folder `out` killed midway left beside it: the old folder if `out` is gone, the user's files"
+    out = Path(out)
+    for old in _leftovers(out, 'old'):   # `out` was moved aside and the new one not yet in place: the old one comes back
+        if out.exists(): shutil.rmtree(old, ignore_errors=True)
+        else: os.replace(old, out)
+    for tmp in _leftovers(out, 'tmp'):
+        if out.is_dir():
+            for p in _others_in(tmp):
+                if not (out/p.name).exists(): os.rename(p, out/p.name)
+        if left := _others_in(tmp):
+            warnings.warn(f"{tmp} holds {len(left)} of your files that were in {out} ({left[0].name}, ...): move them back by hand")
+        else: shutil.rmtree(tmp, ignore_errors=True)
 
 def _umask():
     m = os.umask(0o22); os.umask(m); return m
@@ -107,6 +129,7 @@ def write_model_folder(model:nn.Module, out, settings:dict|None=None, training:d
     from safetensors import SafetensorError
     from safetensors.torch import save_file
     out = Path(out)
+    recover_folder(out)
     if out.exists() and not out.is_dir(): raise InteropError(f"{out} is a file, expected a folder for the model")
     if out.is_dir() and any(out.iterdir()) and not _is_model_folder(out):
         raise InteropError(f"{out} is a folder that holds other files: give a new or empty folder (or a model folder to replace)")
@@ -279,6 +302,8 @@ def read_model_folder(path, device=None):
     from safetensors import SafetensorError
     from safetensors.torch import load_file
     path, device = Path(path), default_device() if device is None else torch.device(device)
+    try: recover_folder(path)
+    except OSError: pass   # a folder we cannot write to: read it as it is
     for f in (config_file, model_file):
         if not (path/f).is_file():
             raise InteropError(f"{path}: no {f}, so not a model folder (export_generator(model, 'folder', out) writes one)")
@@ -308,4 +333,5 @@ def read_model_folder(path, device=None):
     s = dict(in_ch=cfg.get('in_ch'), multiple=cfg.get('multiple', 1), size=cfg.get('size'),
              test_mode=cfg.get('test_mode', default_test_mode),
              normalization=cfg.get('normalization', _normalization), **label_inputs(cfg))
+    if not cyc and (cfg.get('training') or {}).get('direction') == 'BtoA': s['trained_direction'] = 'BtoA'   # its input is a pair's B
     return model.to(device).eval(), s

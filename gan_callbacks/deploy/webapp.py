@@ -10,6 +10,7 @@ from PIL import Image
 from .state_dicts import InteropError
 from .interop import read_generator
 from .inference import translate_file
+from ..data.images import stated_shape
 
 # %% auto #0
 __all__ = ['tile_choices', 'upload_limit', 'whole_max_pixels', 'AppError', 'check_upload', 'translate_upload', 'make_app',
@@ -28,9 +29,12 @@ def check_upload(fn, max_pixels:int=upload_limit):
     if fn is None: raise AppError("Drop an image first.")
     name = Path(fn).name
     try:
-        with Image.open(fn) as im: w, h = im.size   # reads the header only
+        with Image.open(fn) as im: w, h, tiff = *im.size, im.format == 'TIFF'   # reads the header only
     except (OSError, ValueError, Image.DecompressionBombError):
         raise AppError(f"{name} is not an image this app can read (PNG, JPEG, TIFF, ...).") from None
+    if tiff:   # Pillow sees a TIFF's first page; the reader takes the whole series
+        try: h, w = stated_shape(fn)[:2]
+        except (OSError, ValueError) as e: raise AppError(f"{name}: {e}") from None
     if w * h > max_pixels: raise AppError(f"{name} is {w}x{h} pixels: more than this app's limit of {max_pixels:,} pixels.")
     return w, h
 
@@ -70,14 +74,14 @@ def translate_upload(model, settings:dict, fn, direction:str='AtoB', tile:str='w
         raise AppError(f"{Path(fn).name}: {msg}") from None
 
 # %% ../../nbs/09e_webapp.ipynb #5826e152
-def make_app(model, max_pixels:int=upload_limit):
+def make_app(model, max_pixels:int=upload_limit, trust_pickle:bool=False):
     "A Gradio page translating dropped images with the generator in model folder (or file) `model`; its files in `_app_folder()`"
     os.environ.setdefault('GRADIO_ANALYTICS_ENABLED', 'False')
     folder = _app_folder()
     os.environ.setdefault('GRADIO_TEMP_DIR', str(folder/'gradio'))   # uploads and cache; set before Gradio's import, which reads it
     try: import gradio as gr
     except ImportError: raise InteropError('the app needs Gradio: pip install "gan_callbacks[app]"') from None
-    G, s = read_generator(model)
+    G, s = read_generator(model, trust_pickle=trust_pickle)
     directions, n_cls = ['AtoB', 'BtoA'] if hasattr(G, 'g_b') else ['AtoB'], s.get('label_nc')
     def run(fn, direction, tile, inst=None):
         try: out = translate_upload(G, s, fn, direction, tile, out_dir=_request_dir(folder/'translations'), max_pixels=max_pixels,
@@ -103,6 +107,8 @@ def make_app(model, max_pixels:int=upload_limit):
         go.click(run, [src, direction, tile, *insts], [shown, download, status])
     return app.queue(default_concurrency_limit=1, max_size=32)   # one translation at a time: memory for one
 
-def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=upload_limit):
+def serve(model, host:str='127.0.0.1', port:int=7860, max_pixels:int=upload_limit, trust_pickle:bool=False,
+          max_file_size:str='64mb'):   # larger uploads are refused by Gradio before they are stored
     "Serve the app for `model` on `host`:`port` until interrupted"
-    make_app(model, max_pixels).launch(server_name=host, server_port=port, share=False, show_error=False)
+    make_app(model, max_pixels, trust_pickle).launch(server_name=host, server_port=port, share=False, show_error=False,
+                                                     max_file_size=max_file_size)

@@ -13,6 +13,7 @@ from fastcore.foundation import L
 from fastai.learner import Learner
 from fastai.torch_core import default_device
 from ..data.folders import pix2pix_datablock, get_pairs
+from ..data.images import max_pixels
 from ..deploy.interop import read_generator
 from ..deploy.inference import generator_settings
 from ..trainer.test_mode import run_generator, test_modes, default_test_mode, kept_rng
@@ -78,10 +79,13 @@ def _name(item): return Path(item[0] if isinstance(item, tuple) else item).name
 
 # %% ../../nbs/08b_evaluation.ipynb #9af23284
 def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Module|None=None, netG:str|None=None,
-             layout:str='aligned', direction:str='AtoB', size:int|None=None, test_mode:str|None=None,
+             layout:str='aligned',
+             direction:str|None=None,  # 'AtoB' or 'BtoA'; default: the direction the model was trained in (a model folder says), else AtoB
+             size:int|None=None, test_mode:str|None=None,
              bs:int=8, n_show:int=4, device=None, quiet:bool=False,
              lpips_weights=None,             # the folder of LPIPS's files (see `lpips_metric`), for an LPIPS column
-             lpips:nn.Module|None=None) -> dict: # an `LPIPS` network instead
+             lpips:nn.Module|None=None,          # an `LPIPS` network instead
+             trust_pickle:bool=False) -> dict:   # load a `.pkl` model file (unpickling runs any code it holds)
     ("Score generator `model` on the pairs in `data`: per-image CSV, summary (L1, PSNR, SSIM, SWD; FID/KID with weights or `extractor`; "
      "LPIPS with its weights), best/worst grid")
     t0 = time.time()
@@ -89,10 +93,11 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
     folder, device = _test_folder(data), torch.device(device or default_device())
     if extractor is None and fid_weights is not None: extractor = fid_inception(fid_weights)   # fails early when missing
     if lpips is None and lpips_weights is not None: lpips = lpips_net('alex', lpips_weights)
-    G, s = _generator(model, device, netG=netG)
+    G, s = _generator(model, device, netG=netG, trust_pickle=trust_pickle)
     size = size or s['size'] or _image_size(get_pairs(folder, layout)[0], s['multiple'])
+    if size * size > max_pixels(): raise ValueError(f"size {size}: images of {size}x{size} are more than the limit of {max_pixels():,} pixels")
     with kept_rng(device):   # the data loader's and the test mode's draws leave the caller's random state as it was
-        dl, items = _valid_loader(folder, layout, direction, size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
+        dl, items = _valid_loader(folder, layout, direction or s.get('trained_direction', 'AtoB'), size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
         x, fake, y = translate_all(G, dl, test_mode or s['test_mode'])
     scores = image_scores(fake, y)
     if lpips is not None:

@@ -24,7 +24,7 @@ from .discriminator_updates import Discriminators
 from ..stabilizers.recipes import Stabilizers
 
 # %% auto #0
-__all__ = ['FastaiEvents', 'AdversarialTrainer', 'find_trainer']
+__all__ = ['TrainerMoved', 'FastaiEvents', 'AdversarialTrainer', 'find_trainer']
 
 # %% ../../nbs/06b_base.ipynb #12552c62
 _adam_hint = ("fastai's default `Adam` (mom 0.9, sqr_mom 0.99, eps 1e-5, wd 0.01) instead of the papers' Adam (betas 0.5, 0.999, "
@@ -54,8 +54,27 @@ def _bring_learner_class(learn, cls, warn:bool=False):
     elif warn: warnings.warn(f"{type(learn).__name__} is not a {cls.__name__}: its `save` and `load` keep the generator only, "
                              f"not the discriminators (derive it from `{cls.__name__}`)", stacklevel=3)
 
+class TrainerMoved(Callback):
+    "Stands in for a trainer since given to another `Learner`: a fit of this one stops at once, saying why"
+    order = -100
+    def __init__(self, trainer): self.what = type(trainer).__name__
+    def before_fit(self):
+        raise RuntimeError(f"this Learner's {self.what} was given to another Learner since (a second `Learner(..., cbs=[trainer])`): "
+                           f"a trainer holds its Learner's discriminators, so each Learner needs its own: `{self.what}()` again")
+
 class FastaiEvents(Callback):
     "The fastai events a GAN trainer needs beside its v1 ones: `after_create`, `before_fit`, `after_train`"
+    @property
+    def learn(self): return self.__dict__.get('_learn')
+    @learn.setter
+    def learn(self, l):
+        "Given to a second `Learner`, the trainer moves there, and leaves a `TrainerMoved` in the first"
+        old = self.__dict__.get('_learn')
+        if old is not None and l is not None and l is not old:
+            moved = TrainerMoved(self)
+            moved.learn = old
+            old.cbs = old.cbs.map(lambda cb: moved if cb is self else cb)
+        self.__dict__['_learn'] = l
     # what a plain `Learner` becomes, for `save` and `load` that keep the discriminators: `AdversarialLearner`, set where it is defined
     learner_class = None
     def after_create(self):
