@@ -157,6 +157,13 @@ def test_fastais_tensorboard_callback_runs_beside_the_trainers(pairs, unpaired, 
     learn = tiny_cyclegan(unpaired)
     with quiet(), pytest.warns(UserWarning, match='trace_model switched off'): learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'c'))
     assert {'train_loss', 'lr_0', 'cycle_a', 'd_b'} <= set(tags(tmp_path/'c')['scalars'])
+    from gan_callbacks.data.label_maps import LabelDataLoaders, sample_labels
+    from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
+    from gan_callbacks.nets.hd_networks import GlobalGenerator
+    dls = LabelDataLoaders.from_folder(sample_labels(tmp_path/'l', n_train=4, n_valid=2, size=32), label_nc=8, load_size=32, bs=2, device='cpu')
+    learn = pix2pixhd_learner(dls, GlobalGenerator(dls.in_ch, 3, ngf=4, n_downsampling=2, n_blocks=1), trainer_kwargs=dict(ndf=4, vgg=None))
+    with quiet(): learn.fit(1, 1e-3, cbs=TensorBoardCallback(tmp_path/'hd'))   # label maps: their own figure
+    assert {'train_loss', 'g_gan', 'valid_loss'} <= set(tags(tmp_path/'hd')['scalars']) and 'Sample results' in tags(tmp_path/'hd')['images']
 
 
 # --- save/load with the discriminators

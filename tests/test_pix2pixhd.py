@@ -574,6 +574,10 @@ def test_cli_trains_pix2pixhd_on_label_maps(tmp_path, capsys):
     assert (cfg['label_nc'], cfg['instance']) == (8, True)   # what translate needs to encode label files as training did
     assert cli(['translate', '--model', out/'generator', '--input', data/'val_label', '--instances', data/'val_inst', '--output', tmp_path/'t']) == 0
     assert len(list((tmp_path/'t').glob('*.png'))) == 2
+    # scored on the label-map layout it trained on: the validation images, as the last epoch's validation saw them
+    assert cli(['evaluate', '--model', out/'generator', '--data', data, '--out', tmp_path/'ev']) == 0
+    ev, summary = (json.loads((p/'summary.json').read_text()) for p in (tmp_path/'ev', out))
+    assert ev['n_images'] == 2 and ev['size'] == 32 and ev['l1'] == pytest.approx(summary['final_valid_l1'], rel=1e-4)   # float32 sums in another order
     assert cli(['train', '--model', 'pix2pixhd', '--data', data, '--out', tmp_path/'o2', '--label-nc', 8, '--load-size', 40,
                 '--n-downsampling', 4]) != 0
     assert 'multiples of 16' in capsys.readouterr().err
@@ -611,6 +615,10 @@ def test_translate_label_maps_as_training_encodes_them(tmp_path, capsys):
         out = tmp_path/f'out_{Path(model).name}'
         assert cli(['translate', '--model', model, '--input', tmp_path/'label', '--instances', tmp_path/'inst', '--output', out, *extra]) == 0, capsys.readouterr().err
         for n in names: assert np.array_equal(np.asarray(Image.open(out/n)), want[n]), (model, n)
+    # translate_image on the Learner: a (label map, instance map) pair, as `predict` takes it
+    from gan_callbacks.deploy.inference import translate_image
+    for n in names: assert np.array_equal(np.asarray(translate_image(learn, (tmp_path/'label'/n, tmp_path/'inst'/n))), want[n])
+    with pytest.raises(ValueError, match='takes an instance map with each label map'): translate_image(learn, tmp_path/'label'/names[0])
     # in tiles: the encoded label map, cut into tiles
     n = names[0]
     assert cli(['translate', '--model', folder, '--input', tmp_path/'label'/n, '--instances', tmp_path/'inst'/n, '--output', tmp_path/'tiled', '--tile', 16]) == 0

@@ -1,6 +1,8 @@
 "A trainer writes its iteration and nothing else: augmentation, R1/R2, statistics, skip flags and the end of the iteration are the base's."
 import inspect
 from helpers import tiny_learner
+from fastai.callback.core import Callback
+from gan_callbacks.v1.bridge import StateDictCallback
 import pytest, torch
 from torch import nn
 from fastai.basics import Learner, DataLoaders, MSELossFlat, set_seed
@@ -129,3 +131,31 @@ def test_a_trainer_given_to_a_second_learner_moves_there(tmp_path):
     assert t.learn is l2 and {'g_gan', 'd_real', 'd_fake'} <= set(l2.recorder.metric_names)
     with pytest.raises(Exception, match=r"this Learner's Pix2pixTrainer was given to another Learner since .* `Pix2pixTrainer\(\)` again"):
         fit(l1, 1)   # not a silent L1 regression
+
+
+class SeenLoss(Callback):
+    "What a callback of the default order reads as the batch's loss"
+    def __init__(self): self.got = []
+    def after_batch(self):
+        if self.training: self.got.append(float(self.learn.loss))
+
+class V1SeenLoss(StateDictCallback):
+    def __init__(self): super().__init__(); self.got = []
+    def on_batch_end(self, last_loss, train, **kwargs):
+        if train: self.got.append(float(last_loss))
+
+@pytest.mark.parametrize('model', ['cyclegan', 'cut'])
+def test_callbacks_of_the_default_order_see_the_real_loss(tmp_path, model):
+    from gan_callbacks.data.samples import sample_unpaired
+    from gan_callbacks.data.folders import UnpairedDataLoaders
+    from gan_callbacks.nets.networks import ResnetGenerator, PatchDiscriminator
+    from gan_callbacks.gans.cyclegan import cyclegan_learner
+    from gan_callbacks.gans.cut import cut_learner
+    dls = UnpairedDataLoaders.from_folder(sample_unpaired(tmp_path/'u', n_train=4, n_test=2, size=32), load_size=32, crop_size=32, bs=2, device='cpu')
+    g, d = lambda: ResnetGenerator(3, 3, ngf=4, n_blocks=1), lambda: PatchDiscriminator(3, ndf=8, n_layers=2, norm='instance')
+    v2, v1, last = SeenLoss(), V1SeenLoss(), SeenLoss()
+    last.order = 49   # just before the Recorder: the loss it logs
+    cbs = [v2, v1, last]   # given before the trainer, which the learner function adds after them
+    learn = cyclegan_learner(dls, g(), g(), d(), d(), pool_size=2, cbs=cbs) if model == 'cyclegan' else cut_learner(dls, g(), d(), cbs=cbs)
+    fit(learn)
+    assert len(v2.got) == 2 and v2.got == v1.got == last.got and min(v2.got) > 0.5

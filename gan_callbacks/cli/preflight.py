@@ -27,7 +27,7 @@ def make_out_dir(out):
 
 def check_size_allowed(size, arg='--load-size'):
     "Refuse images resized to `size` x `size` pixels beyond `max_pixels()`, the limit every image read must keep"
-    from ..data.images import max_pixels
+    from gan_callbacks.data.images import max_pixels
     if size * size > (m := max_pixels()):
         raise CLIError(f"{arg} {size}: images of {size}x{size} are {size * size:,} pixels, more than the limit of {m:,} "
                        f"(--max-pixels {size * size} raises it, if the memory allows)")

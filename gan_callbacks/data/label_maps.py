@@ -196,6 +196,15 @@ def _show_label_results(x:TensorLabels, y:TensorImage, samples, outs, ctxs=None,
     ctxs[2::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(1), ctxs[2::3], range(max_n))]
     return ctxs
 
+try: from fastai.callback.tensorboard import tensorboard_log
+except ImportError: tensorboard_log = None   # no `tensorboard` package: fastai's `TensorBoardCallback` cannot run either
+if tensorboard_log is not None:
+    @tensorboard_log.dispatch   # the figure fastai's `TensorBoardCallback` logs after each epoch, for label maps
+    def _tensorboard_label_results(x:TensorLabels, y:TensorImage, samples, outs, writer, step):
+        fig, ctxs = get_grid(3 * len(samples), ncols=3, return_fig=True, title='Labels/Translation/Photo')
+        _show_label_results(x, y, samples, outs, ctxs=ctxs)
+        writer.add_figure('Sample results', fig, step)
+
 # %% ../../nbs/04e_label_maps.ipynb #3c7de2cd
 _sample_colors = np.array([[20, 20, 20], [235, 235, 235], [200, 40, 40], [40, 160, 60], [40, 70, 190], [220, 200, 60],
                            [128, 128, 128], [130, 80, 40]], dtype=np.float32)

@@ -177,9 +177,13 @@ def translate_image(learn, im, aligned=False, size=None, test_mode=None, preproc
                     tile=None, overlap=64, bs=4, settings:dict|None=None):
     "Translate PIL image (or file) `im` with `learn`'s generator (or generator `learn`), as `preprocess` and `tile` say"
     _check_preprocess(preprocess, tile)
-    if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     G = generator_of(learn, direction)
     s = settings or (generator_settings(G) if G is learn else _own_settings(G, generator_settings(learn)))   # `settings`: G's own already
+    if s.get('label_nc'):   # a model of label maps: `im` is a label map file, or a (label map, instance map) pair of files
+        if aligned: raise ValueError("label maps are single images, not A|B pairs: leave out aligned")
+        fn, inst = im if isinstance(im, (tuple, list)) else (im, None)
+        return translate_labels(G, s, fn, inst, size, test_mode, preprocess, keep_size, tile, overlap, bs)
+    if not isinstance(im, Image.Image): im = open_image(im, None)   # its size checked from its header against `max_pixels()`
     if aligned: im = input_half(im, s)
     mode = test_mode or s['test_mode']
     if preprocess == 'pad':   # the image as it is: padded to the network's multiple and cropped back, whole or by tiles

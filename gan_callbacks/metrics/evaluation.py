@@ -14,6 +14,7 @@ from fastai.learner import Learner
 from fastai.torch_core import default_device
 from ..data.folders import pix2pix_datablock, get_pairs
 from ..data.images import max_pixels
+from ..data.label_maps import LabelDataLoaders, colour_labels, label_items
 from ..deploy.interop import read_generator
 from ..deploy.inference import generator_settings
 from ..trainer.test_mode import run_generator, test_modes, default_test_mode, kept_rng
@@ -51,6 +52,22 @@ def _valid_loader(folder, layout, direction, size, in_ch, out_ch, bs, device):
     items = get_pairs(folder, layout)
     dblock = pix2pix_datablock(layout, direction, size, size, in_ch, out_ch, splitter=lambda o: (L(range(len(o))), L(range(len(o)))))
     return dblock.dataloaders(items, bs=bs, device=device, shuffle=False).valid, items
+
+def _label_loader(data, s, size, bs, device):
+    "The label maps of `data`'s `test_` (else `val_`) files and their photos, encoded as in training, `size` wide, in order"
+    data = Path(data)
+    split = next((p for p in ('test', 'val') if (data/f'{p}_label').is_dir()), None)
+    if split is None: raise FileNotFoundError(f"--data {data}: no test_label/ or val_label/ folder of label maps to score the model on")
+    n = len(label_items(data, split, s['label_nc'], s.get('instance')))   # the loaders want a whole training batch of them too
+    dls = LabelDataLoaders.from_folder(data, s['label_nc'], s.get('instance'), load_size=size, bs=min(bs, n), train=split, valid=split,
+                                       p_flip=0., device=device, num_workers=0)
+    return dls.valid, dls.valid_ds.items
+
+def _label_width(data):
+    "The width of the first label map of `data`'s `test_` (else `val_`) files"
+    from PIL import Image
+    fn = next(f for p in ('test', 'val') for f in sorted((Path(data)/f'{p}_label').glob('*')) if f.is_file())
+    with Image.open(fn) as im: return im.size[0]
 
 def translate_all(G, dl, test_mode=default_test_mode):
     "Inputs, outputs and targets of every batch of `dl`, G run on each batch in `test_mode` ('eval' or the paper's): `run_generator`"
@@ -94,11 +111,15 @@ def evaluate(model, data, out='evaluation', fid_weights=None, extractor:nn.Modul
     if extractor is None and fid_weights is not None: extractor = fid_inception(fid_weights)   # fails early when missing
     if lpips is None and lpips_weights is not None: lpips = lpips_net('alex', lpips_weights)
     G, s = _generator(model, device, netG=netG, trust_pickle=trust_pickle)
-    size = size or s['size'] or _image_size(get_pairs(folder, layout)[0], s['multiple'])
+    n_cls = s.get('label_nc')   # a pix2pixHD model of label maps: the label-map layout (`val_label/`, `val_inst/`, `val_img/`)
+    size = size or s['size'] or (_label_width(data) if n_cls else _image_size(get_pairs(folder, layout)[0], s['multiple']))
     if size * size > max_pixels(): raise ValueError(f"size {size}: images of {size}x{size} are more than the limit of {max_pixels():,} pixels")
     with kept_rng(device):   # the data loader's and the test mode's draws leave the caller's random state as it was
-        dl, items = _valid_loader(folder, layout, direction or s.get('trained_direction', 'AtoB'), size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
+        if n_cls: dl, items = _label_loader(data, s, size, bs, device)
+        else: dl, items = _valid_loader(folder, layout, direction or s.get('trained_direction', 'AtoB'), size, s['in_ch'], getattr(G, 'out_ch', 3), bs, device)
         x, fake, y = translate_all(G, dl, test_mode or s['test_mode'])
+    if n_cls:   # plain tensors (G's output keeps its input's type), and the label maps in colour for the grid
+        folder, (x, fake, y) = Path(data), (t.as_subclass(torch.Tensor) for t in (colour_labels(x, n_cls), fake, y))
     scores = image_scores(fake, y)
     if lpips is not None:
         lp = lpips.to(device)

@@ -92,6 +92,9 @@ class FastaiEvents(Callback):
 # %% ../../nbs/06b_base.ipynb #dda28cb3
 class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallback):
     "Base of the GAN trainers: the v1 events of an iteration and the state, composed of the trainer's parts"
+    # before the callbacks of the default order 0: in `after_batch` they see the batch's real loss (as v1's GANTrainer, `_order=-20`);
+    # after fastai's `TrainEvalCallback` (-10), which counts the iterations
+    order = -5
     g_cols, d_cols = (), ()   # the loss columns, given by each trainer
     takes_multiscale = False  # whether the trainer builds pix2pixHD's multi-scale D and adds feature matching when asked (`num_D`, `lambda_feat`)
     def __init__(self, d_opt_func=None,          # the discriminators' optimizer; defaults to the Learner's `opt_func`
