@@ -441,3 +441,17 @@ def test_keep_best_and_early_stop_resume_as_uninterrupted(tmp_path):
         keep, stop = fit(tmp_path/str(at), resume=True)
         assert (keep.best_epoch, keep.best, stop.best, stop.wait) == (1, 0.3, 0.3, 2)
         assert_same(keep.best_state, keep0.best_state)
+
+
+def test_a_path_names_the_checkpoints_and_learn_load_points_at_load_checkpoint(tmp_path):
+    "`GANCheckpoint(Path('ck'))` as `GANCheckpoint('ck')`; `learn.load` of a checkpoint says how to load or resume it"
+    from pathlib import Path
+    from helpers import tiny_learner, fit
+    from gan_callbacks.callback.checkpoint import GANCheckpoint, load_checkpoint
+    learn = tiny_learner(tmp_path)
+    fit(learn, 1, cbs=[GANCheckpoint(Path('ck'))], warn=False)
+    fn = tmp_path/'models'/'ck_epoch0.pth'
+    assert sorted(p.name for p in fn.parent.iterdir()) == ['ck_epoch0.pth']
+    with pytest.raises(ValueError, match=r"is a checkpoint of GANCheckpoint, not a `learn.save` file: load it with `load_checkpoint\(learn"):
+        learn.load('ck_epoch0')
+    load_checkpoint(learn, fn)   # what it points at works

@@ -323,7 +323,7 @@ def test_cyclegan_bad_input(tiny_unpaired, tmp_path, capsys):
     (['train', '--sample', '--lambda-a', '5'], '--lambda-a is an option of --model cyclegan'),
     (['train', '--sample', '--model', 'cyclegan', '--lambda-l1', '5'], '--lambda-l1 is an option of --model pix2pix'),
     (['train', '--sample', '--model', 'cyclegan', '--direction', 'BtoA'], '--direction is an option of --model pix2pix'),
-    (['train', '--sample', '--model', 'cyclegan', '--n-blocks', '-1'], '--n-blocks must be at least 0'),
+    (['train', '--sample', '--model', 'cyclegan', '--n-blocks', '-1'], '--n-blocks must be from 0 to 64, got -1'),
     (['train', '--model', 'cyclegan', '--data', '/no/such/dir'], '--data /no/such/dir: no such directory'),
 ])
 def test_cyclegan_bad_arguments_exit_2(argv, msg, capsys):
@@ -466,3 +466,15 @@ def test_train_precision_is_said_and_recorded(tiny, tmp_path, capsys, monkeypatc
     assert s['precision']['trained_in'] == want and s['precision']['asked'] == asked and ('why' in s['precision']) == (asked == 'auto')
     training = json.loads((tmp_path/'generator'/'config.json').read_text())['training']
     assert (training['precision'], training['precision_asked']) == (want, asked)
+
+
+def test_translate_goes_on_past_an_unreadable_image(trained, tiny, tmp_path, capsys):
+    "One broken file among the inputs: the others translated, the failure reported in one line, exit 2"
+    src = tmp_path/'in'
+    src.mkdir()
+    for f in sorted((tiny/'val').iterdir()): shutil.copy(f, src/f.name)
+    (src/'0_broken.png').write_bytes(b'not a png')   # sorted first: the old loop stopped here
+    assert run(['translate', '--model', trained/'generator', '--input', src, '--output', tmp_path/'o', '--aligned']) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"gan_callbacks translate: error: translated 2 of 3 images into {tmp_path/'o'}/; 1 could not be: ") and '0_broken.png' in err
+    assert sorted(f.name for f in (tmp_path/'o').iterdir()) == sorted(f.name for f in (tiny/'val').iterdir())

@@ -411,6 +411,10 @@ def test_empty_folder(tmp_path):
     make_aligned(tmp_path/'ok', n_valid=1)
     for f in (tmp_path/'ok'/'val').iterdir(): f.unlink()
     with pytest.raises(ValueError, match=r'No image files in .*val'): Pix2pixDataLoaders.from_folder(tmp_path/'ok')
+    save_ab(tmp_path/'sep'/'train'/'A'/'a.png', noise(4, 2), noise(4, 2))   # separate folders read as aligned: the layout is named
+    (tmp_path/'sep'/'train'/'B').mkdir()
+    with pytest.raises(ValueError, match=r"No image files in .*train \(it holds folders A/ and B/: the layout is 'separate', --layout separate\)"):
+        Pix2pixDataLoaders.from_folder(tmp_path/'sep')
 
 def test_unmatched_pairs(tmp_path):
     for o,stems in (('A', 'abcx'), ('B', 'abcy')):

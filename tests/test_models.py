@@ -347,3 +347,21 @@ def test_resnet_bad_args():
     G = ResnetGenerator(ngf=2, n_blocks=0)
     with pytest.raises(ValueError, match='ResnetGenerator expected 3 input channels, got 1'): G(torch.randn(1, 1, 16, 16))
     with pytest.raises(ValueError, match='multiples of 4, got 18x16'): G(torch.randn(1, 3, 18, 16))
+
+
+def test_learner_functions_take_the_generators_sizing_options():
+    "`pix2pix_learner(dls, ngf=8)` as `pix2pixhd_learner(dls, ngf=8)`: the options of the generator they build; refused beside a given one"
+    from helpers import flipped_dls, unpaired_dls, batches
+    from gan_callbacks.gans.pix2pix import pix2pix_learner
+    from gan_callbacks.gans.cyclegan import cyclegan_learner
+    from gan_callbacks.gans.cut import cut_learner
+    n = lambda m: sum(p.numel() for p in m.parameters())
+    dls, udls = flipped_dls(), unpaired_dls([batches(n=2)])
+    l = pix2pix_learner(dls, ngf=8, num_downs=5)
+    assert n(l.model) == n(UnetGenerator(3, 3, num_downs=5, ngf=8))
+    c = cyclegan_learner(udls, ngf=8, n_blocks=2)
+    assert n(c.model.g_a) == n(c.model.g_b) == n(ResnetGenerator(2, 2, ngf=8, n_blocks=2))   # the toy domains: 2 channels
+    u = cut_learner(udls, ngf=8, n_blocks=2)
+    assert n(u.model) == n(ResnetGenerator(2, 2, ngf=8, n_blocks=2, antialias=True, antialias_up=True))
+    with pytest.raises(ValueError, match='ngf build the generator when none is given: pass them to its class'):
+        pix2pix_learner(dls, UnetGenerator(num_downs=5), ngf=8)

@@ -414,3 +414,16 @@ def test_learner_functions_state_no_trainer_default(tmp_path):
     t, default = find_trainer(learn), Pix2pixTrainer()
     assert (t.gan_mode, t.lambda_l1, learn.path) == ('lsgan', 7., tmp_path)
     assert find_trainer(pix2pix_learner(make_dls(batches(n=1)), G, D)).lambda_l1 == default.lambda_l1
+
+
+def test_a_unet_too_deep_for_the_crops_is_refused_at_the_fits_start(tmp_path):
+    "`UnetGenerator()` (depth 8) on 32-pixel crops: one line before any batch, naming the depth that fits"
+    from gan_callbacks.data.samples import sample_pairs
+    from gan_callbacks.data.folders import Pix2pixDataLoaders
+    from gan_callbacks.gans.pix2pix import pix2pix_learner
+    from helpers import fit
+    dls = Pix2pixDataLoaders.from_folder(sample_pairs(tmp_path/'s', n_train=4, n_valid=2, size=32), load_size=36, crop_size=32, bs=2, device='cpu')
+    learn = pix2pix_learner(dls, UnetGenerator())
+    with pytest.raises(ValueError, match=r"UnetGenerator needs sides that are multiples of 256, but the data's crops are 32: UnetGenerator\(num_downs=5\) takes them"):
+        fit(learn, 1, warn=False)
+    assert learn.train_iter == 0   # refused before the first batch

@@ -9,7 +9,7 @@ from gan_callbacks.trainer.optim import pix2pix_adam
 from gan_callbacks.gans.cyclegan import cyclegan_learner
 from gan_callbacks.gans.cut import cut_learner
 from gan_callbacks.callback.checkpoint import GANCheckpoint
-from gan_callbacks.stabilizers.ema import GeneratorEMA
+from gan_callbacks.stabilizers.ema import GeneratorEMA, find_ema
 from gan_callbacks.stabilizers.regularize import r1_penalty, lazy_ratio
 from gan_callbacks.metrics.swd import SWD
 from gan_callbacks.nets.hd_networks import GlobalGenerator, MultiscaleDiscriminator
@@ -379,6 +379,27 @@ def test_learner_functions_take_ema_as_the_stabilizers_page_teaches(kw, kimg):
     from helpers import flipped_dls, unpaired_dls, batches
     for learn in (pix2pix_learner(flipped_dls(), UnetGenerator(num_downs=5, ngf=8), **kw), cyclegan_learner(unpaired_dls([batches(n=2)]), **kw)):
         assert [cb.ema_kimg for cb in learn.cbs if isinstance(cb, GeneratorEMA)] == ([] if kimg is None else [kimg])
+
+@pytest.mark.parametrize('kw,kimg', [(dict(ema=True), 10.), (dict(recipe='modern', ema=False), None), (dict(recipe='modern'), 10.),
+                                     (dict(ema=dict(ema_kimg=0.5)), 0.5), ({}, None)])
+def test_trainers_take_ema_and_recipe(kw, kimg):
+    "`Pix2pixTrainer(ema=True)`, `(recipe='modern')` in a hand-built Learner: the recipe's options, a `GeneratorEMA` joined; the options given win"
+    from fastai.basics import Learner, L1LossFlat
+    from helpers import flipped_dls, fit
+    from gan_callbacks.gans.pix2pix import Pix2pixTrainer
+    t = Pix2pixTrainer(**kw)
+    learn = Learner(flipped_dls(), UnetGenerator(num_downs=5, ngf=8), loss_func=L1LossFlat(), cbs=[t])
+    assert [cb.ema_kimg for cb in learn.cbs if isinstance(cb, GeneratorEMA)] == ([] if kimg is None else [kimg])
+    modern = kw.get('recipe') == 'modern'
+    assert (t.stabilizers.r1_gamma, t.spectral_norm, bool(t.stabilizers.diffaugment)) == ((1., True, True) if modern else (0., False, False))
+    fit(learn, 1, warn=False)
+    assert (find_ema(learn) is not None) == (kimg is not None)
+    t = Pix2pixTrainer(recipe='modern', r1_gamma=0.5, spectral_norm=False)
+    assert (t.stabilizers.r1_gamma, t.spectral_norm, t.ema) == (0.5, False, True)
+    from gan_callbacks.gans.pix2pixhd import Pix2pixHDTrainer
+    t = Pix2pixHDTrainer(recipe='modern', vgg=False)   # pix2pixHD's modern: EMA and DiffAugment only
+    assert (t.stabilizers.r1_gamma, t.spectral_norm, t.ema) == (0., False, True)
+    with pytest.raises(ValueError, match="recipe must be one of 'paper', 'modern', got 'new'"): Pix2pixTrainer(recipe='new')
 
 def test_diffaugment_true_is_the_default_policy():
     "`diffaugment=True` (as `ema=True` reads) is DiffAugment's own policy; `False` none; a bad policy names its part"

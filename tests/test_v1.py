@@ -309,3 +309,39 @@ def test_v1_gan_callback_on_fastai_adam_with_one_cycle():
     opt_D = cb.opt_D
     fit(learn, 1, 0.01)
     assert cb.opt_D is opt_D and learn.recorder.metric_names.count('d_loss') == 1
+
+
+def test_a_ported_gradient_clipping_clips_the_generator_beside_a_trainer(tmp_path):
+    "v1's `on_backward_end` beside `Pix2pixTrainer` runs on G's gradients, between G's backward and G's step, as in a v1 fit"
+    from torch import nn
+    from gan_callbacks.v1.bridge import StateDictCallback
+    from helpers import tiny_learner, fit
+    class GradientClipping(StateDictCallback):   # fastai v1's, as ported
+        def __init__(self, clip): super().__init__(); self.clip, self.calls = clip, 0
+        def on_backward_end(self, **kwargs):
+            self.calls += 1
+            nn.utils.clip_grad_norm_(self.learn.model.parameters(), self.clip)
+    def g_norms(clip):
+        learn, norms = tiny_learner(tmp_path, cbs=[] if clip is None else [GradientClipping(clip)]), []
+        g0 = next(learn.model.parameters())
+        def seen(opt, *args):   # G's gradient norm when its optimizer steps
+            ps = [p for grp in opt.param_groups for p in grp['params']]
+            if any(p is g0 for p in ps): norms.append(float(nn.utils.get_total_norm([p.grad for p in ps if p.grad is not None])))
+        from torch.optim.optimizer import register_optimizer_step_pre_hook
+        h = register_optimizer_step_pre_hook(seen)
+        try: fit(learn, 1, warn=False)
+        finally: h.remove()
+        return norms, learn
+    plain, _ = g_norms(None)
+    clipped, learn = g_norms(0.01)
+    cb = next(c for c in learn.cbs if isinstance(c, GradientClipping))
+    assert len(clipped) == len(plain) == cb.calls == 2   # once per training batch: at G's step, not at fastai's cancelled backward
+    assert min(plain) > 0.1 and max(clipped) <= 0.01 * (1 + 1e-5)
+
+
+def test_a_v1_tracker_says_what_replaces_it():
+    "v1's trackers read `recorder.val_losses`: one message naming fastai v2's callbacks, not the model's missing attribute"
+    class Tracker(LearnerCallback):   # the start of v1's `TrackerCallback.get_monitor_value`
+        def on_epoch_end(self, **kwargs): self.learn.recorder.val_losses[-1]
+    learn = synth_learner(cbs=[Tracker()])
+    with pytest.raises(NotImplementedError, match="fastai v2's SaveModelCallback and EarlyStoppingCallback do those jobs"): fit(learn, 1)

@@ -4,7 +4,7 @@
 
 # %% ../../nbs/07a_checkpoint.ipynb #11c5b884
 from __future__ import annotations
-import re, random, tempfile, warnings
+import os, re, random, tempfile, warnings
 from collections import OrderedDict
 from pathlib import Path
 import numpy as np
@@ -245,6 +245,7 @@ class GANCheckpoint(StateDictCallback):
         if every < 1 or keep < 1 or patience < 1:
             raise ValueError(f"`every`, `keep` and `patience` must be at least 1, got every={every}, keep={keep}, patience={patience}")
         store_attr()
+        self.fname = os.fspath(fname)   # a `Path` names the files as a string does
         self._pending = self.resumed_from = self.saved = self._done = None
         self._bad = 0
         self._active = False

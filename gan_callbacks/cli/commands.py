@@ -67,16 +67,20 @@ def translate(model, input, output, aligned=False, test_mode=None, preprocess=No
                        "a CycleGAN model (G_A and G_B) translates both ways")
     s = _label_maps(s, label_nc)
     insts = _instance_maps(model, s, files, instances)
-    output = make_out_dir(output)
+    output, failed = make_out_dir(output), []
     for i, f in enumerate(files):
         try: translate_file(G, s, f, output/f.name, aligned=aligned, test_mode=test_mode, preprocess=preprocess, load_size=load_size,
                             network_size=network_size, direction=direction, tile=tile, overlap=overlap, inst=insts[i])
-        except OSError as e: raise CLIError(str(e) if str(e).startswith(('Cannot read', 'Cannot write')) else f"cannot read image {f}: {e}")
-        # e.g. a label map with an id of no class, or a photo given to a label-map model
-        except ValueError as e: raise CLIError(str(e)) from None
+        # an unreadable image, a label map with an id of no class, a photo given to a label-map model: the others are translated
+        except (OSError, ValueError) as e:
+            msg = str(e) if str(e).startswith(('Cannot read', 'Cannot write')) or isinstance(e, ValueError) else f"cannot read image {f}: {e}"
+            if msg.startswith('Cannot write') or len(files) == 1: raise CLIError(msg) from None   # a full disk stops every write
+            failed.append(msg)
         except KeyboardInterrupt as e:
             raise Interrupted(f"{how_stopped(e)[0]} after {i} of {len(files)} image(s), written to {output}/",
                               code=how_stopped(e)[1]) from None
+    if failed: raise CLIError(f"translated {len(files) - len(failed)} of {len(files)} images into {output}/; {len(failed)} could not be: "
+                              f"{failed[0]}" + (f" (and {len(failed) - 1} more)" if len(failed) > 1 else ''))
     print(f"Translated {len(files)} image(s) into {output}/")
     return [output/f.name for f in files]
 

@@ -152,7 +152,10 @@ def _image_files(folder):
     "Sorted image files directly in `folder`, which must exist and hold some"
     if not folder.is_dir(): raise FileNotFoundError(f"Folder not found: {folder}")
     fns = sorted(get_image_files(folder, recurse=False))
-    if not fns: raise ValueError(f"No image files in {folder}")
+    if not fns:
+        hint = (" (it holds folders A/ and B/: the layout is 'separate', --layout separate)"
+                if (folder/'A').is_dir() and (folder/'B').is_dir() else '')
+        raise ValueError(f"No image files in {folder}{hint}")
     return fns
 
 def _by_stem(fns):

@@ -19,8 +19,8 @@ from .images import open_image
 
 # %% auto #0
 __all__ = ['get_edges', 'one_hot_labels', 'TensorLabels', 'TensorLabelInput', 'colour_labels', 'LabelMapFile', 'PhotoFile',
-           'resize_nearest', 'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders', 'photo_labels',
-           'sample_labels', 'label_inputs', 'encode_label_files']
+           'resize_nearest', 'ScaleWidthFlip', 'EncodeLabels', 'label_items', 'LabelDataLoaders',
+           'tensorboard_label_maps', 'photo_labels', 'sample_labels', 'label_inputs', 'encode_label_files']
 
 # %% ../../nbs/04e_label_maps.ipynb #0a76aeb4
 def get_edges(t:torch.Tensor) -> torch.Tensor:
@@ -196,14 +196,19 @@ def _show_label_results(x:TensorLabels, y:TensorImage, samples, outs, ctxs=None,
     ctxs[2::3] = [b.show(ctx=c, **kwargs) for b, c, _ in zip(samples.itemgot(1), ctxs[2::3], range(max_n))]
     return ctxs
 
-try: from fastai.callback.tensorboard import tensorboard_log
-except ImportError: tensorboard_log = None   # no `tensorboard` package: fastai's `TensorBoardCallback` cannot run either
-if tensorboard_log is not None:
-    @tensorboard_log.dispatch   # the figure fastai's `TensorBoardCallback` logs after each epoch, for label maps
-    def _tensorboard_label_results(x:TensorLabels, y:TensorImage, samples, outs, writer, step):
-        fig, ctxs = get_grid(3 * len(samples), ncols=3, return_fig=True, title='Labels/Translation/Photo')
-        _show_label_results(x, y, samples, outs, ctxs=ctxs)
-        writer.add_figure('Sample results', fig, step)
+def _tensorboard_label_results(x:TensorLabels, y:TensorImage, samples, outs, writer, step):
+    fig, ctxs = get_grid(3 * len(samples), ncols=3, return_fig=True, title='Labels/Translation/Photo')
+    _show_label_results(x, y, samples, outs, ctxs=ctxs)
+    writer.add_figure('Sample results', fig, step)
+
+_taught = []   # whether fastai's `tensorboard_log` has the method above
+
+def tensorboard_label_maps():
+    "Teach fastai's `TensorBoardCallback` to draw label maps after each epoch; called when one is used (its module imports `tensorboard`)"
+    if _taught: return
+    from fastai.callback.tensorboard import tensorboard_log
+    tensorboard_log.dispatch(_tensorboard_label_results)
+    _taught.append(True)
 
 # %% ../../nbs/04e_label_maps.ipynb #3c7de2cd
 _sample_colors = np.array([[20, 20, 20], [235, 235, 235], [200, 40, 40], [40, 160, 60], [40, 70, 190], [220, 200, 60],

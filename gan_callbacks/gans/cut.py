@@ -15,7 +15,7 @@ from ..trainer.optim import pix2pix_adam
 from ..trainer.pairing import UnpairedTrainer
 from ..trainer.updates import follow_schedule, learner_device, state_or_none
 from ..internals import in_lr_find, predicting
-from ..trainer.learner import gan_learner, trainer_options
+from ..trainer.learner import gan_learner, trainer_options, generator_options
 from ..stabilizers.recipes import with_recipe
 from ..trainer.distributed import unwrap, share_module
 from ..data.folders import unpaired_batch, domain_channels
@@ -195,10 +195,11 @@ def cut_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None
                 opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
     "A `Learner` with the reference's CUT (or FastCUT) defaults: anti-aliased ResNet-9 G and PatchGAN D, instance norm, xavier init, lsgan, Adam(0.5, 0.999); `recipe` (see `stabilizers`)"
     # `kwargs` naming `CUTTrainer` options (`mode`: 'cut' or 'fastcut', `lambda_nce`, ...) go to the trainer, the rest to the `Learner`
+    g_kwargs = generator_options(ResnetGenerator, kwargs, generator)   # `ngf`, `n_blocks`, ...
     trainer_kwargs, kwargs = trainer_options(CUTTrainer, kwargs, trainer_kwargs)
     trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
     trainer = CUTTrainer(discriminator, sampler, **trainer_kwargs)
     a, b = domain_channels(dls, 'cut_learner')
     if a != b: raise ValueError(_same_ch.format(a, b))
-    generator = generator or init_weights(ResnetGenerator(a, a, antialias=True, antialias_up=True), 'xavier')
+    generator = generator or init_weights(ResnetGenerator(a, a, **{'antialias': True, 'antialias_up': True, **g_kwargs}), 'xavier')
     return gan_learner(dls, generator, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

@@ -18,7 +18,7 @@ from ..trainer.image_pool import ImagePool
 from ..trainer.updates import learner_device
 from ..internals import predicting
 from ..trainer.test_mode import check_image_range
-from ..trainer.learner import gan_learner, trainer_options
+from ..trainer.learner import gan_learner, trainer_options, generator_options
 from ..stabilizers.recipes import with_recipe
 from ..trainer.distributed import unwrap
 from ..data.folders import unpaired_batch, domain_channels
@@ -163,6 +163,7 @@ def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:
                      opt_func=pix2pix_adam, cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
     "A `Learner` with CycleGAN's defaults: ResNet-9 generators, PatchGAN discriminators, instance norm, lsgan, Adam(0.5, 0.999); `recipe` (see `stabilizers`) 'paper' or 'modern'"
     # `kwargs` naming `CycleGANTrainer` options (`gan_mode`, `lambda_a`, `lambda_idt`, `pool_size`, ...) go to the trainer, the rest to the `Learner`
+    g_kwargs = generator_options(ResnetGenerator, kwargs, g_a if g_a is not None and g_b is not None else None)   # `ngf`, `n_blocks`, ...
     trainer_kwargs, kwargs = trainer_options(CycleGANTrainer, kwargs, trainer_kwargs)
     trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
     trainer = CycleGANTrainer(d_a, d_b, **trainer_kwargs)
@@ -171,6 +172,6 @@ def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:
         a, b = domain_channels(dls, 'cyclegan_learner')
         if lambda_idt > 0 and a != b:
             raise ValueError(f"The identity loss needs domains A and B with the same number of channels, got {a} and {b}: set lambda_idt=0")
-        g_a, g_b = g_a or ResnetGenerator(a, b), g_b or ResnetGenerator(b, a)
+        g_a, g_b = g_a or ResnetGenerator(a, b, **g_kwargs), g_b or ResnetGenerator(b, a, **g_kwargs)
     model = CycleGANModel(g_a, g_b, identity=lambda_idt > 0)
     return gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)

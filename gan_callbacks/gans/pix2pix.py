@@ -15,7 +15,7 @@ from ..nets.networks import UnetGenerator, PatchDiscriminator
 from ..nets.losses import gradient_penalty
 from ..trainer.optim import pix2pix_adam
 from ..trainer.pairing import PairedTrainer
-from ..trainer.learner import gan_learner, trainer_options
+from ..trainer.learner import gan_learner, trainer_options, generator_options
 from ..stabilizers.recipes import with_recipe, perceptual_loss
 from ..trainer.updates import learner_device
 from ..data.folders import domain_channels
@@ -114,13 +114,15 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
                     cbs=None, trainer_kwargs=None, recipe:str='paper', **kwargs):
     "A `Learner` with pix2pix's defaults: U-Net G fitted to the crop size and the data's channels, PatchGAN D, Adam(0.5, 0.999), L1 as loss; `recipe` (see `stabilizers`) 'paper' or 'modern'"
     # `kwargs` naming `Pix2pixTrainer` options (`gan_mode`, `lambda_l1`, ...) go to the trainer, at its defaults unless given; the rest to the `Learner`
+    g_kwargs = generator_options(UnetGenerator, kwargs, generator)   # `ngf`, `norm`, `use_dropout`, `num_downs`
     trainer_kwargs, kwargs = trainer_options(Pix2pixTrainer, kwargs, trainer_kwargs)
     if generator is None:
         size = getattr(dls, 'crop_size', None) or dls.one_batch()[0].shape[-2:]
         depth = min(unet_depth(s) for s in L(size))
         if depth < 5: raise ValueError(f"pix2pix_learner's U-Net needs image sides divisible by 32 (2**5), got {size}: "
                                        "pick another crop size or pass a `generator`")
-        generator = UnetGenerator(*domain_channels(dls, 'pix2pix_learner'), num_downs=depth)   # the data's channels: grayscale, RGB, ...
+        g_kwargs.setdefault('num_downs', depth)
+        generator = UnetGenerator(*domain_channels(dls, 'pix2pix_learner'), **g_kwargs)   # the data's channels: grayscale, RGB, ...
     trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
     trainer = Pix2pixTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)

@@ -20,9 +20,11 @@ from ..trainer.updates import learner_device
 from ..trainer.learner import gan_learner, trainer_options
 from ..stabilizers.recipes import with_recipe, recipes
 from ..trainer.distributed import unwrap
+from ..internals import is_tensorboard_callback
+from ..data.label_maps import tensorboard_label_maps
 
 # %% auto #0
-__all__ = ['hd_generators', 'hd_recipes', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
+__all__ = ['hd_recipes', 'hd_generators', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
 
 # %% ../../nbs/02d_pix2pixhd.ipynb #2d0bc753
 _no_vgg = ("Pix2pixHDTrainer: no VGG19 weights at {} (torchvision's file, never downloaded here): the VGG perceptual term is off. "
@@ -37,10 +39,14 @@ def _vgg_net(vgg):
         vgg = vgg19_file()
     return VGG19Features.from_file(vgg)
 
+# `modern` without R1 and spectral norm: on the label-map sample both raised SWD on every seed (benchmarks/README.md)
+hd_recipes = {**recipes, 'modern': {**recipes['modern'], 'r1_gamma': 0., 'spectral_norm': False}}
+
 @delegates()
 class Pix2pixHDTrainer(PairedTrainer):
     "pix2pixHD: one G forward, then G's step and D's from it (G first); multi-scale LSGAN, feature matching and VGG terms"
     name = 'pix2pixhd_trainer'
+    recipes = hd_recipes
     d_names, d_cols = ('discriminator',), ('d_real', 'd_fake')
     def __init__(self, discriminator:nn.Module|None=None, # D; `None` builds a `MultiscaleDiscriminator` for the data
                  gan_mode:str='lsgan',    # 'lsgan' (the reference), or 'vanilla' (its `no_lsgan`)
@@ -63,8 +69,9 @@ class Pix2pixHDTrainer(PairedTrainer):
         return MultiscaleDiscriminator(in_ch, self.ndf, self.n_layers_D, self.norm, self.num_D, get_interm_feat=self.feat_match)
 
     def on_train_begin(self, **kwargs):
-        "The paired set-up (see `PairedTrainer`), VGG on the device"
+        "The paired set-up (see `PairedTrainer`), VGG on the device; fastai's `TensorBoardCallback` taught to draw label maps"
         if self.vgg_loss is not None: self.vgg_loss.to(learner_device(self.learn)).eval()
+        if any(is_tensorboard_callback(cb) for cb in self.learn.cbs): tensorboard_label_maps()
         super().on_train_begin(**kwargs)
 
     def on_epoch_begin(self, epoch, **kwargs):
@@ -118,8 +125,6 @@ class Pix2pixHDTrainer(PairedTrainer):
 
 # %% ../../nbs/02d_pix2pixhd.ipynb #e116147f
 hd_generators = {'global': GlobalGenerator, 'local': LocalEnhancer}   # the reference's `--netG` choices
-# `modern` without R1 and spectral norm: on the label-map sample both raised SWD on every seed (benchmarks/README.md)
-hd_recipes = {**recipes, 'modern': {**recipes['modern'], 'r1_gamma': 0., 'spectral_norm': False}}
 
 def pix2pixhd_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None=None,
                       netG:str='global',   # the generator built when none is given: 'global' or 'local' (`hd_generators`)

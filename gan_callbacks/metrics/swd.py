@@ -127,7 +127,9 @@ def swd_levels(real, fake, seed:int=0, paired:bool=False, bs:int=64, **kwargs) -
     df = _feed(SWDDescriptors(seed + (1 if paired else 2), **kwargs), fake, bs)
     return dict(zip(dr.resolutions, swd_between(dr, df, seed).tolist()))
 
-def swd(real, fake, seed:int=0, paired:bool=False, bs:int=64, **kwargs) -> float:
+def swd(real, fake, seed:int=0,
+        paired:bool=False,   # the same patches of both sets (`swd(x, x)` is 0); by default each set's own random patches, so never 0
+        bs:int=64, **kwargs) -> float:
     "Sliced Wasserstein distance x1000 between image sets `real` and `fake` in [-1, 1], averaged over the levels"
     v = swd_levels(real, fake, seed, paired, bs, **kwargs)
     return sum(v.values()) / len(v)

@@ -45,7 +45,7 @@ def g_updated(learn) -> bool:
 
 class GeneratorEMA(Callback):
     "Exponential moving average of the Learner's model's weights (StyleGAN2-ADA's half-life form), used for validation and prediction"
-    order = 20   # after the trainers' `after_batch` (order 0), where the generator steps
+    order = 20   # after the trainers' `after_batch` (order -5), where the generator steps
     def __init__(self, ema_kimg:float=10.,             # half-life of the average, in thousands of images
                  ema_rampup:float|None=None,     # half-life at most this fraction of the images seen (StyleGAN2-ADA: 0.05)
                  batch_size:int|None=None):      # images per generator step; default: the batch's (a sum's, accumulated), times processes

@@ -21,7 +21,8 @@ from .precision import FitPrecision, speed_up, to_channels_last
 from .nonfinite import NonFiniteGuard, norm_stats, forget_if, forget_norm_layers, restore_if
 from .loss_log import LossLog, track_losses
 from .discriminator_updates import Discriminators
-from ..stabilizers.recipes import Stabilizers
+from ..stabilizers.recipes import Stabilizers, recipes, ema_defaults
+from ..stabilizers.ema import GeneratorEMA
 
 # %% auto #0
 __all__ = ['TrainerMoved', 'FastaiEvents', 'AdversarialTrainer', 'find_trainer']
@@ -44,6 +45,14 @@ def _bring_distributed_gan(learn):
     "Add `DistributedGAN` to `learn` unless it has one: the callback added, else `None`"
     if any(isinstance(cb, DistributedGAN) for cb in learn.cbs): return None
     cb = DistributedGAN()
+    learn.add_cb(cb)
+    return cb
+
+def _bring_ema(trainer):
+    "Add the `GeneratorEMA` that `trainer.ema` asks for to its Learner unless it has one: the callback added, else `None`"
+    ema, learn = getattr(trainer, 'ema', None), trainer.learn
+    if not ema or any(isinstance(cb, GeneratorEMA) for cb in learn.cbs): return None
+    cb = GeneratorEMA(**(ema if isinstance(ema, dict) else ema_defaults))
     learn.add_cb(cb)
     return cb
 
@@ -79,10 +88,12 @@ class FastaiEvents(Callback):
     learner_class = None
     def after_create(self):
         _bring_distributed_gan(self.learn)
+        _bring_ema(self)
         _bring_learner_class(self.learn, self.learner_class, warn=True)
     def before_fit(self):
         "Added after the Learner was made: `DistributedGAN` joins now, and sets up before fastai's `DistributedTrainer` does"
         if (cb := _bring_distributed_gan(self.learn)) is not None: cb('before_fit')
+        if (cb := _bring_ema(self)) is not None: cb('before_fit')
         _bring_learner_class(self.learn, self.learner_class)
         mend_wandb_config()   # fastai's `WandbCallback` (order 51) can log its config beside us
         super().before_fit()
@@ -95,6 +106,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
     # before the callbacks of the default order 0: in `after_batch` they see the batch's real loss (as v1's GANTrainer, `_order=-20`);
     # after fastai's `TrainEvalCallback` (-10), which counts the iterations
     order = -5
+    recipes = recipes         # the trainer's recipes (`stabilizers`)
     g_cols, d_cols = (), ()   # the loss columns, given by each trainer
     takes_multiscale = False  # whether the trainer builds pix2pixHD's multi-scale D and adds feature matching when asked (`num_D`, `lambda_feat`)
     def __init__(self, d_opt_func=None,          # the discriminators' optimizer; defaults to the Learner's `opt_func`
@@ -110,13 +122,19 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
                  compile:bool=False,       # `torch.compile` the networks' forward (in place, for the fit)
                  export_discriminator:bool=False, # keep the discriminators and their optimizer in `learn.export`
                  diffaugment:str|bool|None=None, # DiffAugment policy of everything D sees, e.g. 'color,translation,cutout' (`True`: that one; see `stabilizers`)
-                 r1_gamma:float=0.,        # weight of the lazy R1 penalty (at the reals; 0: off)
+                 recipe:str='paper',       # 'paper' or 'modern' (see `stabilizers`): the defaults of `ema`, `diffaugment`, `r1_gamma`, `spectral_norm`
+                 ema:bool|dict|None=None,  # a `GeneratorEMA` joins the Learner (`True`: StyleGAN2-ADA's settings, or a dict of its options); `None`: the recipe's
+                 r1_gamma:float|None=None, # weight of the lazy R1 penalty (at the reals; 0: off); `None`: the recipe's
                  r2_gamma:float=0.,        # weight of the lazy R2 penalty (at the fakes; 0: off)
                  reg_interval:int=16,      # D steps between two penalty steps
-                 spectral_norm:bool=False, # spectral norm on the discriminators' convolutions
+                 spectral_norm:bool|None=None, # spectral norm on the discriminators' convolutions; `None`: the recipe's
                  num_D:int=1,              # discriminators at halved scales (pix2pixHD's multi-scale D, for trainers with `takes_multiscale`)
                  lambda_feat:float=0.):    # weight of pix2pixHD's feature matching in G's loss (0: off)
         if test_mode not in test_modes: raise ValueError(f"test_mode must be one of {', '.join(test_modes)}, got {test_mode!r}")
+        if recipe not in self.recipes: raise ValueError(f"recipe must be one of {', '.join(map(repr, self.recipes))}, got {recipe!r}")
+        rec = self.recipes[recipe]   # what the recipe gives the options left at `None`
+        ema, diffaugment, r1_gamma, spectral_norm = (rec.get(k, d) if v is None else v for k, v, d in
+            (('ema', ema, False), ('diffaugment', diffaugment, None), ('r1_gamma', r1_gamma, 0.), ('spectral_norm', spectral_norm, False)))
         store_attr(but='precision,diffaugment,r1_gamma,r2_gamma,reg_interval,num_D,lambda_feat')
         super().__init__()
         self.precision, self.loss_log, self.held, self._warned_opt = FitPrecision(precision=precision), LossLog(beta), HeldContexts(), False

@@ -45,6 +45,9 @@ class AdversarialLearner(Learner):
         distrib_barrier()
         with torch.serialization.safe_globals([L, *numpy_scalar_globals()]):   # fastai's optimizers keep `L`s, and after a schedule numpy floats
             state = torch.load(fn, map_location=device, weights_only=True)
+        if isinstance(state, dict) and 'format' in state and 'train_iter' in state:   # a `GANCheckpoint`: a fit's whole state
+            raise ValueError(f"{fn} is a checkpoint of GANCheckpoint, not a `learn.save` file: load it with `load_checkpoint(learn, {str(fn)!r})` "
+                             f"(gan_callbacks.callback.checkpoint), or continue its fit with `GANCheckpoint(resume={str(fn)!r})`")
         if not (isinstance(state, dict) and 'gan' in state):
             warnings.warn(f"{fn} holds no discriminators (saved by fastai's `save`, or before they were kept): loading the generator only")
             return super().load(file, device, with_opt=with_opt, strict=strict, **kwargs)
@@ -104,6 +107,13 @@ def trainer_options(trainer_cls, kwargs:dict, trainer_kwargs:dict|None=None):
     "Split `kwargs` into the options of `trainer_cls` and `ema` (added to `trainer_kwargs`; `with_recipe` makes `ema` a callback) and the rest, for the `Learner`"
     names = {*inspect.signature(trainer_cls).parameters, 'ema'}
     return {**(trainer_kwargs or {}), **{k: kwargs.pop(k) for k in list(kwargs) if k in names}}, kwargs
+
+def generator_options(generator_cls, kwargs:dict, given=None, fixed=('in_ch', 'out_ch')):
+    "Pop from `kwargs` the options of `generator_cls` (`ngf`, `n_blocks`, ...) that build the generator; refused with a `given` one"
+    names = set(inspect.signature(generator_cls).parameters) - set(fixed)
+    g = {k: kwargs.pop(k) for k in list(kwargs) if k in names}
+    if g and given is not None: raise ValueError(f"{', '.join(sorted(g))} build the generator when none is given: pass them to its class")
+    return g
 
 def gan_learner(dls, model, trainer, cbs=None, **kwargs):
     "The `Learner` of a GAN learner function: `trainer` and `DistributedGAN` (for multi-process fits) in its callbacks, the sync-free bar"

@@ -5,13 +5,14 @@
 # %% ../../nbs/06m_pairing.ipynb #b258cc47
 from __future__ import annotations
 import warnings
+from fastcore.foundation import L
 from .base import AdversarialTrainer
 from .test_mode import to_multiple, from_multiple, check_image_range
 from .distributed import unwrap
 from ..internals import predicting, is_tensorboard_callback
 
 # %% auto #0
-__all__ = ['PairedTrainer', 'UnpairedTrainer']
+__all__ = ['check_crops', 'PairedTrainer', 'UnpairedTrainer']
 
 # %% ../../nbs/06m_pairing.ipynb #1adf42cf
 def _predict_input(self, x):
@@ -19,11 +20,21 @@ def _predict_input(self, x):
     x, self._size = to_multiple(x, getattr(unwrap(self.learn.model), 'multiple', 1))
     return x
 
+def check_crops(learn):
+    "Refuse at the fit's start crops of a size (the loaders' `crop_size`) the generator cannot take, naming a U-Net depth that can"
+    G, size = unwrap(learn.model), getattr(learn.dls, 'crop_size', None)
+    m = getattr(G, 'multiple', 1)
+    if not size or not any(s % m for s in L(size)): return
+    k = min(((s & -s).bit_length() - 1 for s in L(size)))   # the largest power of two dividing every side
+    raise ValueError(f"{type(G).__name__} needs sides that are multiples of {m}, but the data's crops are {size}"
+                     + (f": UnetGenerator(num_downs={k}) takes them" if type(G).__name__ == 'UnetGenerator' and k >= 1 else ''))
+
 class PairedTrainer(AdversarialTrainer):
     "The paired trainers' batches (pix2pix, pix2pixHD): the targets' range checked once a fit, any size in `get_preds`, fastai's loss in float32"
     def on_train_begin(self, **kwargs):
-        "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked"
+        "The common set-up (see `AdversarialTrainer`); the fit's first training targets are to be checked; G's multiple against the crops"
         self._range_checked = False
+        check_crops(self.learn)
         super().on_train_begin(**kwargs)
 
     def on_batch_begin(self, last_input, last_target, train, **kwargs):

@@ -26,7 +26,8 @@ def _note(bad):
 def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
          update:bool=True,     # `False`: backward only, the gradients accumulate for a later update
          bad=None,             # the flag of the backwards accumulated since the last update
-         norm_type:float=2.):  # the norm that `clip` bounds
+         norm_type:float=2.,   # the norm that `clip` bounds
+         after_backward=None): # called on the whole gradients (unscaled), before clipping and the step
     "Backward `loss` and step `opt` (or a list of optimizers) unless it is not finite; returns that flag, on the device"
     bad = ~torch.isfinite(loss.detach()) if bad is None else bad | ~torch.isfinite(loss.detach())
     opts = list(opt) if isinstance(opt, (list, tuple)) else [opt]
@@ -35,10 +36,10 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
     else: scaler.scale(loss).backward()
     if not update: return _note(bad)
     if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
-    if clip is not None:
-        if scaler is not None:
-            for t in topts: scaler.unscale_(t)
-        norm = nn.utils.clip_grad_norm_(params, clip, norm_type)
+    if scaler is not None and (clip is not None or after_backward is not None):
+        for t in topts: scaler.unscale_(t)
+    if after_backward is not None: after_backward()
+    if clip is not None: norm = nn.utils.clip_grad_norm_(params, clip, norm_type)
     if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
         for t in topts: scaler.step(t)
         scaler.update()
@@ -84,10 +85,10 @@ class Accumulation:
         self.update, self.scale = self.count >= self.n_acc, bs / self.n_acc
         if self.update: self.count = 0
 
-    def step(self, name:str, loss, opt, params, scaler=None, clip=None, check_grads=False, norm_type:float=2.):
+    def step(self, name:str, loss, opt, params, scaler=None, clip=None, check_grads=False, norm_type:float=2., after_backward=None):
         "`step` for network `name` in this batch: backward of the scaled loss, and the update at the sum's last batch; returns the flag"
-        if not self.active: return step(loss, opt, params, scaler, clip, check_grads, norm_type=norm_type)
-        bad = step(loss * self.scale, opt, params, scaler, clip, check_grads, self.update, self.bad.pop(name, None), norm_type)
+        if not self.active: return step(loss, opt, params, scaler, clip, check_grads, norm_type=norm_type, after_backward=after_backward)
+        bad = step(loss * self.scale, opt, params, scaler, clip, check_grads, self.update, self.bad.pop(name, None), norm_type, after_backward)
         if not self.update: self.bad[name] = bad   # carried to the update
         return bad
 
@@ -139,7 +140,13 @@ class Updates:
         "Backward `loss` and step the Learner's optimizer (and `g_optimizers`' others); returns the skipped flag, on the device"
         clip, norm_type = self.g_clip()
         opts, params = self.g_optimizers()
-        return self.accumulation.step('g', loss, opts, params, self.precision.scaler('g'), clip, self.check_grads, norm_type)
+        return self.accumulation.step('g', loss, opts, params, self.precision.scaler('g'), clip, self.check_grads, norm_type,
+                                      self._v1_backward_end)
+
+    def _v1_backward_end(self):
+        "The other v1 callbacks' `on_backward_end` (v1's `GradientClipping`), on G's gradients before G's step, as in a v1 fit"
+        for cb in self._v1_cbs():
+            if not isinstance(cb, Updates): cb._call('on_backward_end')
 
     def g_optimizers(self):
         "What `step_g` steps: the Learner's optimizer and G's parameters (a trainer adds networks trained with G)"

@@ -147,7 +147,9 @@ class StateDictCallback(Callback):
         st['last_loss'], st['smooth_loss'] = l.loss_grad, getattr(l, 'smooth_loss', None)
         self._call('on_backward_begin', writeback=dict(last_loss=self._set_loss_grad))
 
-    def after_backward(self): self._call('on_backward_end')
+    def after_backward(self):
+        if self.cb_state['skip_bwd']: return   # no backward happened (a GAN trainer's own `step_g` calls it on G's gradients)
+        self._call('on_backward_end')
     def before_step(self):
         # cancel here, before fastai's MixedPrecision (order 10) would step its GradScaler
         if self._first and self.cb_state['skip_step']: raise CancelStepException()

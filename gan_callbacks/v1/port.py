@@ -104,6 +104,12 @@ class V1Recorder(Recorder):
         "Add columns `names`, filled from the end of `last_metrics` (call in `on_train_begin`)"
         self.__dict__.setdefault('_v1_pending', []).extend(names)
 
+    @property
+    def val_losses(self):   # not an `AttributeError`: that would send the lookup on to the Learner and its model
+        raise NotImplementedError("v1's `recorder.val_losses` (read by v1's TrackerCallback, SaveModelCallback, EarlyStoppingCallback): "
+                                  "fastai v2's Recorder keeps `values` instead; fastai v2's SaveModelCallback and "
+                                  "EarlyStoppingCallback do those jobs, beside the GAN trainers too")
+
     def before_fit(self):
         super().before_fit()
         names = self.__dict__['_v1_names'] = self.__dict__.pop('_v1_pending', [])
