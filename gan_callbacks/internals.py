@@ -27,8 +27,9 @@ __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overr
            'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics',
            'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device',
            'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback',
-           'tensor_class', 'first_use_pass', 'raw_batches', 'kept_iterator', 'pickle_transforms_by_function',
-           'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
+           'tensor_class', 'unwrap_loader', 'first_use_pass', 'raw_batches', 'kept_iterator',
+           'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL',
+           'mend_wandb_config']
 
 # %% ../nbs/12a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -244,6 +245,12 @@ def tensor_class(cls):
     return cls._tensor_cls   # fastai: each `PILBase` subclass names it; `ToTensor` casts to it
 
 # %% ../nbs/12a_internals.ipynb #26344e35
+def unwrap_loader(dl):
+    "The loader `dl` is, or the one fastai's `DistributedDL` (a distributed fit's) wraps"
+    # fastai: `DistributedDL` keeps the wrapped loader in `.dl`, whose `get_idxs` (and `rng`) draws each epoch's order
+    from fastai.distributed import DistributedDL
+    return dl.dl if isinstance(dl, DistributedDL) else dl
+
 def first_use_pass(dl):
     "Make the pass over one batch fastai's `TfmdDL` makes at first use, if it has not made it yet"
     # fastai: `TfmdDL._one_pass` runs the batch transforms once to learn the types (`_types`), drawing random numbers on the way

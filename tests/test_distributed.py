@@ -243,3 +243,49 @@ def test_accelerate_launch_on_the_cpu_needs_multi_gpu(tmp_path):
         return sorted(l.split()[1:] for l in r.stdout.splitlines() if l.startswith('world'))
     assert worlds('--cpu') == [['0', '0']]                   # one process, not distributed
     assert worlds('--multi_gpu') == [['2', '0'], ['2', '1']]
+
+
+# --- a lost worker: torchrun's agent starts the group again, and the run resumes from its last checkpoint
+
+def _pid_of_rank(rank, out):
+    "The process of `rank` in the launch writing to `out`, found by its environment"
+    for p in Path('/proc').iterdir():
+        try: env = dict(kv.split('=', 1) for kv in (p/'environ').read_bytes().decode(errors='replace').split('\0') if '=' in kv)
+        except (OSError, ValueError): continue
+        if env.get('RANK') == str(rank) and str(out) in env.get('GAN_CALLBACKS_LAUNCH_ARGV', ''): return int(p.name)
+    return None
+
+def test_a_lost_worker_is_restarted_and_the_run_resumes(tiny, tmp_path):
+    import csv, os, signal, subprocess
+    from safetensors.torch import load_file
+    from helpers import default_signals, wait_for
+    def cmd(out, *more):
+        return [sys.executable, '-m', 'gan_callbacks', 'train', '--data', str(tiny), '--out', str(out), '--epochs', '6', '--epochs-decay', '4',
+                '--bs', '1', '--load-size', '36', '--crop-size', '32', '--ngf', '8', '--n-samples', '1', '--seed', '0', '--precision', 'fp32',
+                '--nproc', '2', *more]
+    env = dict(os.environ, OMP_NUM_THREADS='1')
+    assert subprocess.run(cmd(tmp_path/'ref'), env=env, capture_output=True, preexec_fn=default_signals).returncode == 0
+    out = tmp_path/'lost'
+    p = subprocess.Popen(cmd(out, '--max-restarts', '1'), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                         preexec_fn=default_signals)
+    wait_for(lambda: (out/'checkpoints'/'gan_epoch0.pth').is_file(), p)
+    wait_for(lambda: _pid_of_rank(1, out) is not None, p)
+    os.kill(_pid_of_rank(1, out), signal.SIGKILL)   # a lost machine
+    log, _ = p.communicate(timeout=600)
+    assert p.returncode == 0, log[-3000:]
+    a, b = (load_file(str(d/'generator'/'model.safetensors')) for d in (tmp_path/'ref', out))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)   # the run an uninterrupted one is, bitwise
+    rows = [[r[:-1] for r in csv.reader(open(d/'history.csv'))] for d in (tmp_path/'ref', out)]   # all but the time column
+    assert rows[0] == rows[1] and len(rows[0]) == 11
+    assert 'starting the processes again (1 of --max-restarts 1), from the last checkpoint' in log
+    # without restarts: the run ends, the survivor says so in one line, no traceback
+    out = tmp_path/'ended'
+    p = subprocess.Popen(cmd(out), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, preexec_fn=default_signals)
+    wait_for(lambda: (out/'checkpoints'/'gan_epoch0.pth').is_file(), p)
+    wait_for(lambda: _pid_of_rank(1, out) is not None, p)
+    os.kill(_pid_of_rank(1, out), signal.SIGKILL)
+    log, _ = p.communicate(timeout=600)
+    assert p.returncode != 0 and 'Traceback' not in log, log[-3000:]
+    assert 'rank 1 (SIGKILL) failed, the other processes were stopped' in log
+    # rank 0 either found its peer gone (one line) or was stopped by the agent first (the line saying how to resume)
+    assert 'rank 0: another process of the run ended; stopped' in log or 'resume with' in log, log[-3000:]

@@ -430,3 +430,12 @@ def test_tensor_class_is_what_ToTensor_makes():
         im = cls.create(Image.new(mode, (3, 2)))
         assert type(ToTensor()(im)) is I.tensor_class(cls)
     assert (I.tensor_class(PILImage), I.tensor_class(PILImageBW)) == (TensorImage, TensorImageBW)
+
+def test_unwrap_loader_finds_what_distributed_dl_wraps():
+    "A distributed fit's `DistributedDL` draws each epoch's order from the loader it wraps, kept in `.dl`"
+    from fastai.distributed import DistributedDL
+    dl = TfmdDL(list(range(8)), bs=2, shuffle=True)
+    ddl = DistributedDL(dl, rank=0, world_size=2, device='cpu')
+    assert I.unwrap_loader(ddl) is dl and I.unwrap_loader(dl) is dl
+    dl.rng.seed(3); a = list(dl.get_idxs())   # what `DistributedDL.get_idxs` takes, on every rank, before it splits them
+    dl.rng.seed(3); assert list(dl.get_idxs()) == a and a != list(range(8))

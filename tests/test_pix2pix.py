@@ -406,7 +406,8 @@ def test_learner_functions_state_no_trainer_default(tmp_path):
     from gan_callbacks.gans.cyclegan import cyclegan_learner, CycleGANTrainer
     from gan_callbacks.gans.cut import cut_learner, CUTTrainer
     from gan_callbacks.trainer.base import find_trainer
-    nets_ = {'discriminator', 'd_a', 'd_b', 'sampler', 'kwargs'}   # the networks a learner function passes on as given
+    # the networks a learner function passes on as given; `recipe`, which it turns into the trainer's options and callbacks
+    nets_ = {'discriminator', 'd_a', 'd_b', 'sampler', 'kwargs', 'recipe'}
     for fn, cls in ((pix2pix_learner, Pix2pixTrainer), (cyclegan_learner, CycleGANTrainer), (cut_learner, CUTTrainer)):
         assert not (set(inspect.signature(fn).parameters) & set(inspect.signature(cls).parameters)) - nets_, fn.__name__
     G, D = nets()

@@ -17,7 +17,7 @@ from ..v1.bridge import StateDictCallback
 from ..trainer.nonfinite import NonFiniteError
 from ..trainer.base import find_trainer
 from ..trainer.updates import learner_device
-from ..internals import in_fit, first_use_pass, recorder_history, set_recorder_history
+from ..internals import in_fit, first_use_pass, unwrap_loader, recorder_history, set_recorder_history
 from fastai.torch_core import rank_distrib
 from ..trainer.distributed import unwrap
 from ..atomic import CheckpointError, CheckpointWriteError, atomic_save, atomic_write, signals_deferred, raise_if_stopped
@@ -28,9 +28,10 @@ __all__ = ['rng_states', 'set_rng_states', 'checkpoint_state', 'check_fits', 'lo
 
 # %% ../../nbs/07a_checkpoint.ipynb #ef1628b7
 def _rng_loaders(dls):
-    "The loaders of `dls` that keep their own `rng` (fastai's `DataLoader`)"
+    "The loaders of `dls` that keep their own `rng` (fastai's `DataLoader`), those inside a distributed fit's wrappers"
     if dls is None: return []
-    return [dl for dl in getattr(dls, 'loaders', [dls]) if isinstance(getattr(dl, 'rng', None), random.Random)]
+    dls = [unwrap_loader(dl) for dl in getattr(dls, 'loaders', [dls])]
+    return [dl for dl in dls if isinstance(getattr(dl, 'rng', None), random.Random)]
 
 def rng_states(dls=None):
     "The states of python's, numpy's and torch's random generators (CPU, and CUDA if present), and of each `dls` loader's `rng`"

@@ -25,7 +25,7 @@ from ..deploy.interop import read_generator, export_generator, export_formats
 from ..deploy.webapp import serve
 from .. import __version__
 from fastai.torch_core import rank_distrib
-from ..trainer.distributed import launch_argv, relaunch
+from ..trainer.distributed import launch_argv, relaunch, lost_peer
 from .preflight import CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder, run_lock, check_size_allowed
 from .runs import train_runs, train, defaults_of
 from ..trainer.precision import precisions
@@ -190,6 +190,9 @@ def run_command(p, cmd, args, argv):
     except (CLIError, InteropError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {e}\n")
     except (NonFiniteError, WeightsNotFinite) as e: p.exit(1, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")   # a diverged run
     except (CheckpointError, OSError) as e: p.exit(2, f"gan_callbacks {cmd}: error: {_one_line(e)}\n")
+    except RuntimeError as e:   # in a multi-process run, another process ended: the launcher says which, this one says it stopped
+        if not lost_peer(e): raise
+        p.exit(1, f"gan_callbacks {cmd}: rank {rank_distrib()}: another process of the run ended; stopped\n")
     except Interrupted as e:   # Ctrl-C or SIGTERM: one line, and the shell's exit code for the signal
         hint = f"; resume with: {resume_command(launch_argv(argv), e.resume)}" if e.resume else ''
         if not rank_distrib(): sys.stderr.write(f"gan_callbacks {cmd}: {e}{hint}\n")

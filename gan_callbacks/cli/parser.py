@@ -58,6 +58,9 @@ def add_launch_args(p):
     g.add_argument('--master-addr', default='127.0.0.1', help='address of the machine with node rank 0')
     g.add_argument('--master-port', type=int, default=None,
                    help='a free port there (default: any free one alone, 29500 with several machines)')
+    g.add_argument('--max-restarts', type=int, default=0, metavar='N',
+                   help="after a failure (a lost process, a pre-empted machine), start the processes again up to N times, each time "
+                        "resuming from the last checkpoint (torchrun's --max-restarts)")
     return p
 
 def _parser():

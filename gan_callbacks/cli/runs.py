@@ -31,7 +31,7 @@ from ..callback.loggers import TensorBoardGAN, WandbGAN, ValidateEvery, KeepBest
 from ..metrics.swd import SWD
 from ..stabilizers.ema import find_ema
 from ..stabilizers.recipes import recipes, perceptual_loss
-from ..trainer.distributed import setup_process
+from ..trainer.distributed import setup_process, restart_count
 from ..trainer.precision import precisions, auto_precision, native_bf16, emulated_bf16_message, EmulatedBF16Warning
 from .preflight import CLIError, check_numbers, make_out_dir, hold_lock, release_locks, check_apart, check_pair_sizes, check_run_out
 
@@ -136,6 +136,8 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     run.recipe, run.stabilizers, run.swd = recipe, {k: v for k, v in stab.items() if v is not None}, bool(swd or keep_best == 'swd')
     epochs, epochs_decay = ifnone(epochs, run.schedule[0]), ifnone(epochs_decay, run.schedule[1])
     if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
+    if restart_count():   # started again by torchrun's agent after a failure: the run goes on from its last checkpoint
+        resume, overwrite = resume or any((Path(out or f'{model}_out')/'checkpoints').glob('gan_*.pth')), True
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
     out, rank = _check_train(data, sample, out or f'{model}_out', seed, resume, overwrite, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                              crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=run.multiple, why=run.why, **run.weights())

@@ -23,7 +23,7 @@ from ..internals import BatchNormBase, copy_into, wrap_loaders_with, reset_accel
 
 # %% auto #0
 __all__ = ['is_distributed', 'unwrap', 'average_grads', 'broadcast_module', 'share_module', 'GlooDistributedDL', 'DistributedGAN',
-           'launch', 'setup_process', 'distrib_fit', 'launch_argv', 'relaunch']
+           'launch', 'setup_process', 'distrib_fit', 'lost_peer', 'restart_count', 'launch_argv', 'relaunch']
 
 # %% ../../nbs/06l_distributed.ipynb #383bcf39
 def is_distributed():
@@ -185,7 +185,19 @@ def distrib_fit(learn, sync_bn:bool=True, timeout:float=600.):
 
 
 # %% ../../nbs/06l_distributed.ipynb #e32aa5f9
-_launch_opts = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port')   # the options `cli.add_launch_args` gives a command
+_launch_opts = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port', 'max_restarts')   # the options `cli.add_launch_args` gives a command
+
+_restart_var = 'GAN_CALLBACKS_RESTART'   # how many times `relaunch` has started the processes again, for them to read
+
+def lost_peer(e) -> bool:
+    "Whether exception `e` of a multi-process run is a collective that failed because another process of the group ended"
+    from torch.distributed import DistError
+    return num_distrib() > 1 and (isinstance(e, DistError) or
+                                  any(s in str(e) for s in ('Connection reset by peer', 'Connection closed by peer', 'Broken pipe')))
+
+def restart_count() -> int:
+    "How many times `relaunch` has started this process's group again after a failure (0: the first start)"
+    return int(os.environ.get(_restart_var, 0) or 0)
 
 def _strip(argv, opts):
     "`argv` without the options `opts` (as `--master-addr X` or `--master-addr=X`)"
@@ -208,22 +220,30 @@ _stop_codes = (130, 143)   # a process that saved its state after Ctrl-C or SIGT
 def relaunch(args:dict, argv:list, module:str='gan_callbacks'):
     "Take the launch options out of parsed `args`; if they ask for several processes, run `module` in each and return True"
     o = {k: args.pop(k) for k in _launch_opts}
-    if o['nproc'] == 1 and o['nnodes'] == 1: return False
+    if o['nproc'] == 1 and o['nnodes'] == 1 and not o['max_restarts']: return False
     if num_distrib() > 1:
         raise SystemExit(f"{module}: --nproc/--nnodes start processes: leave them out under torchrun or accelerate launch")
     if not 0 <= o['node_rank'] < o['nnodes']:
         raise SystemExit(f"{module}: --node-rank must be in 0..{o['nnodes'] - 1}, got {o['node_rank']}")
+    if o['max_restarts'] < 0: raise SystemExit(f"{module}: --max-restarts must be at least 0, got {o['max_restarts']}")
     os.environ[_argv_var] = json.dumps([str(a) for a in argv])
-    try: launch([sys.executable, '-m', module, *_strip(argv, _launch_opts)], **o)
-    except SignalException as e:   # Ctrl-C or SIGTERM: torch's agent passed it on to every process and waited for them
-        raise SystemExit(128 + e.sigval) from None
-    except ChildFailedError as e:
-        codes = {f.exitcode for f in e.failures.values()}
-        if len(codes) == 1 and codes <= set(_stop_codes):   # stopped by a signal, and saved
-            raise SystemExit(codes.pop()) from None
-        why = ', '.join(f"rank {r} ({f.signal_name() if f.exitcode < 0 else f'exit code {f.exitcode}'})"
-                        for r, f in sorted(e.failures.items()))
-        raise SystemExit(f"{module}: {why} failed, the other processes were stopped; "
-                         "the checkpoints written before stay intact") from None
-    finally: os.environ.pop(_argv_var, None)
-    return True
+    n = o.pop('max_restarts')
+    try:
+        for attempt in range(n + 1):   # each start a new group, met afresh; a restarted one resumes from its last checkpoint
+            os.environ[_restart_var] = str(attempt)
+            try: return launch([sys.executable, '-m', module, *_strip(argv, _launch_opts)], **o) or True
+            except SignalException as e:   # Ctrl-C or SIGTERM: torch's agent passed it on to every process and waited for them
+                raise SystemExit(128 + e.sigval) from None
+            except ChildFailedError as e:
+                codes = {f.exitcode for f in e.failures.values()}
+                if len(codes) == 1 and codes <= set(_stop_codes):   # stopped by a signal, and saved
+                    raise SystemExit(codes.pop()) from None
+                why = ', '.join(f"rank {r} ({f.signal_name() if f.exitcode < 0 else f'exit code {f.exitcode}'})"
+                                for r, f in sorted(e.failures.items()))
+                if attempt < n:
+                    print(f"{module}: {why} failed; starting the processes again ({attempt + 1} of --max-restarts {n}), "
+                          "from the last checkpoint", file=sys.stderr, flush=True)
+                    continue
+                raise SystemExit(f"{module}: {why} failed, the other processes were stopped; "
+                                 "the checkpoints written before stay intact") from None
+    finally: os.environ.pop(_argv_var, None); os.environ.pop(_restart_var, None)

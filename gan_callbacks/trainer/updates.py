@@ -116,6 +116,7 @@ from fastai.callback.training import GradientAccumulation, GradientClip
 
 class Updates:
     "The G and D updates of a trainer: fastai's accumulation and clipping honoured, D on the Learner's schedule, the stabilizers' hooks"
+    calls_backward_end = True   # the v1 callbacks' `on_backward_end` runs in `step_g`, on G's gradients
     def read_fastai_tools(self):
         "Read fastai's `GradientAccumulation` and `GradientClip` among the Learner's callbacks, for this fit"
         acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))

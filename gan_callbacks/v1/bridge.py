@@ -78,6 +78,7 @@ def _skip_zero_once(opt):
 class StateDictCallback(Callback):
     "Base class for callbacks written in fastai-v1 style: `on_x(**state)` methods sharing one v1 state dict"
     _stateattrs = ('cb_state', '_ctl', '_first', '_last')
+    calls_backward_end = False   # whether it calls the others' `on_backward_end` itself (a GAN trainer, at its own backward)
     def __init_subclass__(cls, **kwargs):
         # v1 sorted callbacks by `_order`: a class that sets it runs at that `order`
         super().__init_subclass__(**kwargs)
@@ -148,7 +149,8 @@ class StateDictCallback(Callback):
         self._call('on_backward_begin', writeback=dict(last_loss=self._set_loss_grad))
 
     def after_backward(self):
-        if self.cb_state['skip_bwd']: return   # no backward happened (a GAN trainer's own `step_g` calls it on G's gradients)
+        # a GAN trainer cancels fastai's backward and calls `on_backward_end` itself, on G's gradients before G's step
+        if any(cb.calls_backward_end for cb in self._v1_cbs()): return
         self._call('on_backward_end')
     def before_step(self):
         # cancel here, before fastai's MixedPrecision (order 10) would step its GradScaler
