@@ -9,7 +9,7 @@ from gan_callbacks.cli.parser import main
 from gan_callbacks.callback.grids import image_grid
 from gan_callbacks.deploy.inference import translate_image
 from gan_callbacks.data.samples import sample_pairs, sample_unpaired
-from helpers import run_cli as run, train_options
+from helpers import run_cli as run, train_options, TINY
 
 
 
@@ -478,3 +478,29 @@ def test_translate_goes_on_past_an_unreadable_image(trained, tiny, tmp_path, cap
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"gan_callbacks translate: error: translated 2 of 3 images into {tmp_path/'o'}/; 1 could not be: ") and '0_broken.png' in err
     assert sorted(f.name for f in (tmp_path/'o').iterdir()) == sorted(f.name for f in (tiny/'val').iterdir())
+
+
+# --- run configs: every run writes run.yaml; train --config reads it back (YAML or JSON), the command line winning
+
+def test_a_run_config_trains_the_run_again(tiny, tmp_path, capsys):
+    import yaml
+    from gan_callbacks.cli.runs import train
+    a = tmp_path/'a'
+    assert run(['train', '--data', tiny, '--out', a, *TINY, '--seed', 0, '--lambda-l1', 50]) == 0
+    cfg = yaml.safe_load((a/'run.yaml').read_text())
+    assert (cfg['lambda_l1'], cfg['seed'], cfg['data'], cfg['epochs']) == (50., 0, str(tiny), 1) and 'out' not in cfg and 'resume' not in cfg
+    weights = lambda d: (d/'generator'/'model.safetensors').read_bytes()
+    assert run(['train', '--config', a/'run.yaml', '--out', tmp_path/'b']) == 0
+    assert weights(tmp_path/'b') == weights(a)   # the same run, bitwise
+    (tmp_path/'run.json').write_text(json.dumps(cfg))
+    assert run(['train', '--config', tmp_path/'run.json', '--out', tmp_path/'c', '--lambda-l1', 10]) == 0   # the command line wins
+    assert yaml.safe_load((tmp_path/'c'/'run.yaml').read_text())['lambda_l1'] == 10. and weights(tmp_path/'c') != weights(a)
+    train(**cfg, out=tmp_path/'d')   # the same options in Python
+    assert weights(tmp_path/'d') == weights(a)
+    capsys.readouterr()
+    for bad, msg in (({'bsz': 4}, "unknown option 'bsz' (train has no --bsz)"), ({'bs': 'four'}, "bs must be an integer, got 'four'"),
+                     ({'gan_mode': 'best'}, "gan_mode must be one of vanilla, lsgan, hinge, wgangp, got 'best'"), ({'swd': 1}, 'swd must be true or false, got 1')):
+        (tmp_path/'bad.yaml').write_text(yaml.safe_dump(bad))
+        assert run(['train', '--config', tmp_path/'bad.yaml', '--data', tiny, '--out', tmp_path/'e']) == 2
+        assert capsys.readouterr().err.strip().endswith(f"--config {tmp_path/'bad.yaml'}: {msg}")
+    assert not (tmp_path/'e').exists()

@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import __version__
 
 # %% auto #0
-__all__ = ['cli_facts_file', 'read_cli_facts', 'add_launch_args', 'print_env', 'main']
+__all__ = ['cli_facts_file', 'read_cli_facts', 'add_launch_args', 'print_env', 'read_config', 'main']
 
 # %% ../../nbs/10a_parser.ipynb #93a3df1b
 cli_facts_file = Path(importlib.util.find_spec('gan_callbacks').origin).parent/'cli'/'cli_facts.json'   # written by `tools/cli_facts.py` from `commands.cli_facts()`
@@ -72,10 +72,12 @@ def _parser():
     sub = p.add_subparsers(dest='cmd', required=True)
     pixels = "refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)"
     sub.add_parser = partial(sub.add_parser, formatter_class=_Help)
-    t = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT, FastCUT or pix2pixHD', description=F['docs']['train'])
+    t = p.train = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT, FastCUT or pix2pixHD', description=F['docs']['train'])
     t.add_argument('--model', choices=tuple(F['models']), default='pix2pix',
                    help='paired (pix2pix), label maps to images (pix2pixhd) or unpaired (cyclegan, cut, fastcut) training')
-    src = t.add_mutually_exclusive_group(required=True)
+    t.add_argument('--config', metavar='FILE', help="a run's options as YAML or JSON (the run.yaml every run writes); "
+                   "options given on the command line win")
+    src = t.add_mutually_exclusive_group()   # one of them, from the command line or --config (checked by `train`)
     src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/; '
                      'pix2pixhd: train_label/, train_inst/, train_img/, val_...); no default: give --data or --sample')
     src.add_argument('--sample', action='store_true', help='use the built-in sample dataset')
@@ -252,6 +254,22 @@ def _parser():
     e.add_argument('--trust-pickle', action='store_true',
                    help='load a .pkl (a pickle runs any code it holds): only for files from you or someone you trust')
     e.add_argument('--max-pixels', type=int, default=None, help=pixels)
+    dt = sub.add_parser('data', help='dataset tools: pair two folders (combine), split into train/val/test (split), look over (check)',
+                        description='Make a folder of your own into the layouts train reads, and look it over first; the data is only read, '
+                                    'nothing is written into it or over a file')
+    dsub = dt.add_subparsers(dest='tool', required=True)
+    c = dsub.add_parser('combine', help='pair the images of folders A and B by name: A|B images, or A/ and B/ of links (--layout separate)')
+    c.add_argument('a', help='folder of the A images'); c.add_argument('b', help='folder of the B images (the same file names)')
+    c.add_argument('out', help='a new folder')
+    c.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
+    s = dsub.add_parser('split', help='deal the pairs of a folder at random into train/, val/ and test/')
+    s.add_argument('src', help='A|B images, or a folder with A/ and B/'); s.add_argument('out', help='a new folder')
+    s.add_argument('--fractions', type=float, nargs='+', default=[0.8, 0.1, 0.1], metavar='F', help='train, val[, test]; summing to 1')
+    s.add_argument('--seed', type=int, default=0)
+    s.add_argument('--link', action='store_true', help='symbolic links to the originals instead of copies')
+    k = dsub.add_parser('check', help='what train will see: layout, counts, sizes, channels, bit depths, unreadable, unmatched, duplicates')
+    k.add_argument('path', help='a dataset folder (or a folder of images)')
+    k.add_argument('--json', action='store_true', help='as JSON')
     v = sub.add_parser('env', help='what a bug report needs: versions, the CPU and its features, GPUs, what --precision auto picks here',
                        description='Print the versions, the CPU (model, AVX2, AVX-512, AVX-512 BF16, AMX), threads, CUDA devices and '
                        'the precision `auto` picks on this machine')
@@ -272,11 +290,57 @@ def print_env(json_out=False):
     if not e['cuda']: print('CUDA: no device')
     print(f"precision auto: {e['auto']['precision']} ({e['auto']['why']})")
 
+_not_config = ('help', 'config', 'resume', 'overwrite', 'allow_changes')   # how to start a run, not what it trains
+
+def _config_file(argv):
+    "The FILE of `train --config FILE` in `argv`, else `None`"
+    if not argv or argv[0] != 'train': return None
+    for i, a in enumerate(argv):
+        if a == '--config' and i + 1 < len(argv): return argv[i + 1]
+        if a.startswith('--config='): return a.split('=', 1)[1]
+    return None
+
+def _fits(action, v):
+    "Whether value `v` of a config file fits option `action` of the parser"
+    if v is None: return True   # the option's own default
+    if action.nargs == 0: return isinstance(v, bool)   # a flag
+    if action.const is not None and v == action.const: return True
+    if action.choices is not None: return v in action.choices
+    if action.type in (int, _count): return isinstance(v, int) and not isinstance(v, bool)
+    if action.type is float: return isinstance(v, (int, float)) and not isinstance(v, bool)
+    return isinstance(v, (str, int, float)) and not isinstance(v, bool)
+
+def read_config(fn, parser) -> dict:
+    "The options in run config `fn` (YAML or JSON), checked against the options of `parser` (`train`'s): one line for a bad key or value"
+    try: text = Path(fn).read_text()
+    except OSError as e: parser.exit(2, f"gan_callbacks train: error: --config {fn}: {e.strerror or e}\n")
+    if Path(fn).suffix.lower() == '.json':
+        try: cfg = json.loads(text)
+        except ValueError as e: parser.exit(2, f"gan_callbacks train: error: --config {fn}: not JSON ({e})\n")
+    else:
+        try: import yaml
+        except ImportError: parser.exit(2, f"gan_callbacks train: error: --config {fn}: reading YAML needs PyYAML (pip install pyyaml), or give a .json file\n")
+        try: cfg = yaml.safe_load(text)
+        except yaml.YAMLError as e: parser.exit(2, f"gan_callbacks train: error: --config {fn}: not YAML ({str(e).splitlines()[0]})\n")
+    if not isinstance(cfg, dict): parser.exit(2, f"gan_callbacks train: error: --config {fn}: expected a mapping of option names to values, got {type(cfg).__name__}\n")
+    acts = {a.dest: a for a in parser._actions if a.dest not in _not_config}   # argparse keeps a parser's options in `_actions`
+    for k, v in cfg.items():
+        key = str(k).replace('-', '_')
+        if key not in acts: parser.exit(2, f"gan_callbacks train: error: --config {fn}: unknown option {k!r} (train has no --{key.replace('_', '-')})\n")
+        if not _fits(acts[key], v):
+            want = (f"one of {', '.join(map(str, acts[key].choices))}" if acts[key].choices else 'true or false' if acts[key].nargs == 0 else
+                    'an integer' if acts[key].type in (int, _count) else 'a number' if acts[key].type is float else 'a string')
+            parser.exit(2, f"gan_callbacks train: error: --config {fn}: {k} must be {want}, got {v!r}\n")
+    return {str(k).replace('-', '_'): v for k, v in cfg.items()}
+
 def main(argv=None):
     "Entry point of the `gan_callbacks` console script: the arguments are parsed first, torch and fastai imported only for the work"
     p = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
+    if (fn := _config_file(argv)) is not None:   # the file's options become the defaults: the command line's win
+        p.train.set_defaults(**read_config(fn, p.train))
     args = vars(p.parse_args(argv))
+    args.pop('config', None)
     cmd = args.pop('cmd')
     if cmd == 'env': return print_env(args['json'])
     from gan_callbacks.cli.commands import run_command

@@ -37,8 +37,8 @@ from .preflight import CLIError, check_numbers, make_out_dir, hold_lock, release
 
 
 # %% auto #0
-__all__ = ['option_ranges', 'train_runs', 'defaults_of', 'TrainRun', 'train', 'Pix2pixRun', 'true_pairs', 'CycleGANRun', 'CUTRun',
-           'FastCUTRun', 'LabelGrid', 'Pix2pixHDRun']
+__all__ = ['option_ranges', 'train_runs', 'defaults_of', 'write_run_config', 'TrainRun', 'train', 'Pix2pixRun', 'true_pairs',
+           'CycleGANRun', 'CUTRun', 'FastCUTRun', 'LabelGrid', 'Pix2pixHDRun']
 
 # %% ../../nbs/10c_runs.ipynb #f0466f05
 def defaults_of(f) -> AttrDict:
@@ -46,6 +46,16 @@ def defaults_of(f) -> AttrDict:
     return AttrDict({k: p.default for k, p in inspect.signature(f).parameters.items() if p.default is not p.empty})
 
 _fit_gan, _data = defaults_of(Learner.fit_gan), defaults_of(Pix2pixDataLoaders.from_folder)
+
+_how = ('out', 'resume', 'overwrite', 'allow_changes')   # how a run starts, not what it trains: not in its run config
+
+def write_run_config(out, config:dict):
+    "Write `config`, a run's options, to `out/run.yaml`, which `train --config` reads (and `train(**yaml.safe_load(...))`)"
+    import yaml
+    plain = {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in config.items()}
+    text = (f"# gan_callbacks train --config {Path(out)/'run.yaml'} --out NEW_FOLDER trains this run again\n"
+            + yaml.safe_dump(plain, sort_keys=False))
+    atomic_write(Path(out)/'run.yaml', lambda tmp: tmp.write_text(text))
 
 def _check_train(data, sample, out, seed, resume, overwrite, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
@@ -126,6 +136,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
           keep_best=None, early_stop=None, recipe='paper', ema=None, r1=None, r2=None, reg_interval=None, diffaugment=None,
           spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, **options):
     "Train `model` (pix2pix, cyclegan, cut, fastcut or pix2pixhd) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
+    given = {k: v for k, v in locals().items() if k not in _how}
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
     run = train_runs[model](**options)   # the model's own options (`Pix2pixRun`, `CycleGANRun`)
     run.check()
@@ -141,6 +152,8 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
     out, rank = _check_train(data, sample, out or f'{model}_out', seed, resume, overwrite, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                              crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=run.multiple, why=run.why, **run.weights())
+    if not rank: write_run_config(out, {**{k: v for k, v in given.items() if k != 'options'}, 'epochs': epochs, 'epochs_decay': epochs_decay,
+                                        **run.options()})
     if sample:
         print(f"Building the {run.sample_name} (once) ...", flush=True)
         data = run.sample()
