@@ -63,9 +63,9 @@ def _check_train(data, sample, out, seed, resume, overwrite, **numbers):
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
     if data is not None: check_apart(data, out)   # pictures written into the data would be trained on next time
     check_numbers(seed=seed, **numbers)
-    check_run_out(out, resume, overwrite)   # every process, before any of them writes
     out, rank = make_out_dir(out), setup_process()   # rank 0 when alone; launched as one of several, its rank
-    if not rank: hold_lock(out)   # one run per output folder
+    if not rank: hold_lock(out)   # one run per output folder: a running one is said first
+    check_run_out(out, resume, overwrite)   # every process, before any of them writes
     if seed is not None:
         from fastai.torch_core import set_seed
         set_seed(seed)
