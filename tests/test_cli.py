@@ -504,3 +504,11 @@ def test_a_run_config_trains_the_run_again(tiny, tmp_path, capsys):
         assert run(['train', '--config', tmp_path/'bad.yaml', '--data', tiny, '--out', tmp_path/'e']) == 2
         assert capsys.readouterr().err.strip().endswith(f"--config {tmp_path/'bad.yaml'}: {msg}")
     assert not (tmp_path/'e').exists()
+
+
+def test_max_restarts_is_for_one_machine(capsys):
+    "--max-restarts with --nnodes: refused before any process starts (the nodes' new groups would never meet)"
+    with pytest.raises(SystemExit) as e: main(['train', '--sample', '--nnodes', '2', '--max-restarts', '1'])
+    assert "--max-restarts starts the processes of one machine again; with --nnodes, let the scheduler restart the job" in str(e.value)
+    with pytest.raises(SystemExit) as e: main(['train', '--sample', '--nproc', '2', '--max-restarts', '-1'])
+    assert '--max-restarts must be at least 0, got -1' in str(e.value)

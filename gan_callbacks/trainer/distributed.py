@@ -226,6 +226,9 @@ def relaunch(args:dict, argv:list, module:str='gan_callbacks'):
     if not 0 <= o['node_rank'] < o['nnodes']:
         raise SystemExit(f"{module}: --node-rank must be in 0..{o['nnodes'] - 1}, got {o['node_rank']}")
     if o['max_restarts'] < 0: raise SystemExit(f"{module}: --max-restarts must be at least 0, got {o['max_restarts']}")
+    if o['max_restarts'] and o['nnodes'] > 1:   # the nodes' launchers would each start a group of their own, which never meet again
+        raise SystemExit(f"{module}: --max-restarts starts the processes of one machine again; with --nnodes, let the scheduler "
+                         "restart the job (e.g. Slurm's --requeue) and give --resume")
     os.environ[_argv_var] = json.dumps([str(a) for a in argv])
     n = o.pop('max_restarts')
     try:
