@@ -24,7 +24,7 @@ def trained(tiny, tmp_path_factory):
 
 def test_train_writes_everything(trained):
     names = sorted(f.name for f in trained.iterdir())
-    assert names == ['checkpoints', 'generator', 'generator.pkl', 'history.csv', 'losses.png', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
+    assert names == ['checkpoints', 'generator', 'generator.pkl', 'history.csv', 'losses.png', 'run.yaml', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
     rows = list(csv.DictReader(open(trained/'history.csv')))
     assert len(rows) == 2 and {'train_loss', 'valid_loss', 'g_gan', 'g_l1', 'd_real', 'd_fake'} <= set(rows[0])
     s = json.loads((trained/'summary.json').read_text())
@@ -260,7 +260,7 @@ def trained_cyclegan(tiny_unpaired, tmp_path_factory):
 
 def test_cyclegan_train_writes_everything(trained_cyclegan, tiny_unpaired):
     names = sorted(f.name for f in trained_cyclegan.iterdir())
-    assert names == ['checkpoints', 'generator', 'generator.pkl', 'history.csv', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
+    assert names == ['checkpoints', 'generator', 'generator.pkl', 'history.csv', 'run.yaml', 'samples_epoch000.png', 'samples_epoch001.png', 'summary.json']
     rows = list(csv.DictReader(open(trained_cyclegan/'history.csv')))
     assert len(rows) == 2 and {'true_l1', 'g_a', 'g_b', 'cycle_a', 'cycle_b', 'idt_a', 'idt_b', 'd_a', 'd_b'} <= set(rows[0])
     s = json.loads((trained_cyclegan/'summary.json').read_text())

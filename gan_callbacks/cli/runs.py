@@ -256,7 +256,8 @@ class Pix2pixRun(TrainRun):
                    f"  {grid.files[-1].name}  validation examples, input | output | target (one per epoch)\n"
                    f"  generator/      the generator as a model folder (safetensors, config, model card: load_generator / translate --model)\n"
                    f"  generator.pkl   the same as a fastai export (a pickle: load it only from people you trust)\n  summary.json    L1, PSNR and SSIM figures\n"
-                   f"  checkpoints/    full training state of the last epochs (--resume continues from it)"]
+                   f"  checkpoints/    full training state of the last epochs (--resume continues from it)\n"
+                   f"  run.yaml        the run's options (train --config {out/'run.yaml'} --out NEW trains it again)"]
 
 # %% ../../nbs/10c_runs.ipynb #38193bc8
 def true_pairs(path, size, valid='test', truth='testA_true', in_ch=3, out_ch=3):
@@ -317,7 +318,7 @@ class CycleGANRun(TrainRun):
                      "{mean_b_psnr:.2f} dB / {mean_b_ssim:.4f}".format(**s) + ('' if 'identity_psnr' not in s else
                      "; returning A unchanged: {identity_psnr:.2f} dB / {identity_ssim:.4f}".format(**s))]
         return s, lines + [f"Wrote to {out}/: history.csv, {grid.files[-1].name} (A | {self.g}(A) | {'true B' if self.truth else 'a B image'}, one per epoch), "
-                           f"generator/ (a model folder: translate --model {out/'generator'}{self.directions}), generator.pkl, summary.json, checkpoints/"]
+                           f"generator/ (a model folder: translate --model {out/'generator'}{self.directions}), generator.pkl, summary.json, checkpoints/, run.yaml"]
 
 class CUTRun(CycleGANRun):
     "CUT on an unpaired folder: one anti-aliased ResNet G, and G scored against true B images when the folder has them"
@@ -409,6 +410,6 @@ class Pix2pixHDRun(TrainRun):
                  **baseline_scores(learn.dls))   # the mean training image's L1, PSNR, SSIM (and the input's, for image inputs)
         return s, [f"valid L1: first epoch {vals[0]:.4f}, last epoch {vals[-1]:.4f}; predicting the mean training image: {s['mean_image_l1']:.4f}",
                    f"Wrote to {out}/: history.csv, losses.png, {grid.files[-1].name} (labels | output | photo, one per epoch), "
-                   f"generator/ (a model folder), generator.pkl, summary.json, checkpoints/"]
+                   f"generator/ (a model folder), generator.pkl, summary.json, checkpoints/, run.yaml"]
 
 train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun, 'pix2pixhd': Pix2pixHDRun}   # the models of `train`, by `--model` name
