@@ -147,7 +147,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     run.recipe, run.stabilizers, run.swd = recipe, {k: v for k, v in stab.items() if v is not None}, bool(swd or keep_best == 'swd')
     epochs, epochs_decay = ifnone(epochs, run.schedule[0]), ifnone(epochs_decay, run.schedule[1])
     if val_every < 1: raise CLIError(f"--val-every must be at least 1, got {val_every}")
-    if restart_count():   # started again by torchrun's agent after a failure: the run goes on from its last checkpoint
+    if restart_count():   # started again by `relaunch` after a failure (--max-restarts): the run goes on from its last checkpoint
         resume, overwrite = resume or any((Path(out or f'{model}_out')/'checkpoints').glob('gan_*.pth')), True
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
     out, rank = _check_train(data, sample, out or f'{model}_out', seed, resume, overwrite, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,

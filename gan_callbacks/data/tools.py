@@ -91,6 +91,7 @@ def split(src, out, fractions=(0.8, 0.1, 0.1), seed:int=0, link:bool=False) -> d
     fr = [float(f) for f in fractions]
     if len(fr) not in (2, 3) or min(fr) < 0 or abs(sum(fr) - 1) > 1e-6:
         raise DatasetError(f"fractions must be 2 or 3 numbers >= 0 summing to 1 (train, val[, test]), got {', '.join(map(str, fractions))}")
+    fr += [0.] * (3 - len(fr))   # no test split unless asked
     items, layout = _items(src)
     out = _fresh(out, src)
     names = list(items)
