@@ -76,7 +76,7 @@ def _parser():
     t.add_argument('--model', choices=tuple(F['models']), default='pix2pix',
                    help='paired (pix2pix), label maps to images (pix2pixhd) or unpaired (cyclegan, cut, fastcut) training')
     t.add_argument('--config', metavar='FILE', help="a run's options as YAML or JSON (the run.yaml every run writes); "
-                   "options given on the command line win")
+                   "options given on the command line win (default: none)")
     src = t.add_mutually_exclusive_group()   # one of them, from the command line or --config (checked by `train`)
     src.add_argument('--data', help='dataset folder (pix2pix: train/ and val/ inside; cyclegan, cut: trainA/, trainB/, testA/, testB/; '
                      'pix2pixhd: train_label/, train_inst/, train_img/, val_...); no default: give --data or --sample')
