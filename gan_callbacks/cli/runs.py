@@ -11,6 +11,7 @@ from PIL import Image
 from fastcore.basics import store_attr, ifnone, AttrDict
 from fastai.learner import Learner
 from fastai.callback.progress import CSVLogger
+from fastai.callback.core import Callback
 from fastai.data.transforms import get_image_files
 from ..nets.networks import UnetGenerator, ResnetGenerator, init_weights
 from ..gans.pix2pix import Pix2pixTrainer, pix2pix_learner, unet_depth
@@ -37,8 +38,8 @@ from .preflight import CLIError, check_numbers, make_out_dir, hold_lock, release
 
 
 # %% auto #0
-__all__ = ['option_ranges', 'train_runs', 'defaults_of', 'write_run_config', 'TrainRun', 'train', 'Pix2pixRun', 'true_pairs',
-           'CycleGANRun', 'CUTRun', 'FastCUTRun', 'LabelGrid', 'Pix2pixHDRun']
+__all__ = ['option_ranges', 'train_runs', 'defaults_of', 'write_run_config', 'RunConfig', 'TrainRun', 'train', 'Pix2pixRun',
+           'true_pairs', 'CycleGANRun', 'CUTRun', 'FastCUTRun', 'LabelGrid', 'Pix2pixHDRun']
 
 # %% ../../nbs/10c_runs.ipynb #f0466f05
 def defaults_of(f) -> AttrDict:
@@ -56,6 +57,12 @@ def write_run_config(out, config:dict):
     text = (f"# gan_callbacks train --config {Path(out)/'run.yaml'} --out NEW_FOLDER trains this run again\n"
             + yaml.safe_dump(plain, sort_keys=False))
     atomic_write(Path(out)/'run.yaml', lambda tmp: tmp.write_text(text))
+
+class RunConfig(Callback):
+    "Write a run's options to `out/run.yaml` as its fit starts: after `GANCheckpoint` took (or refused) the resume"
+    order = GANCheckpoint.order + 1
+    def __init__(self, out, config:dict): self.fn, self.cfg = Path(out), config
+    def before_fit(self): write_run_config(self.fn, self.cfg)
 
 def _check_train(data, sample, out, seed, resume, overwrite, **numbers):
     "Check the arguments every `train` command has, make `out` and seed the generators: `out` as a `Path`, and this process's rank"
@@ -152,8 +159,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if early_stop is not None and early_stop < 1: raise CLIError(f"--early-stop must be at least 1, got {early_stop}")
     out, rank = _check_train(data, sample, out or f'{model}_out', seed, resume, overwrite, epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
                              crop_size=crop_size, lr=lr, ngf=ngf, n_samples=n_samples, multiple=run.multiple, why=run.why, **run.weights())
-    if not rank: write_run_config(out, {**{k: v for k, v in given.items() if k != 'options'}, 'epochs': epochs, 'epochs_decay': epochs_decay,
-                                        **run.options()})
+    config = {**{k: v for k, v in given.items() if k != 'options'}, 'epochs': epochs, 'epochs_decay': epochs_decay, **run.options()}
     if sample:
         print(f"Building the {run.sample_name} (once) ...", flush=True)
         data = run.sample()
@@ -171,7 +177,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
                    precision=precision, recipe=recipe, **stab, swd=swd, **run.options())
     ckpt = GANCheckpoint(resume=resume, patience=nonfinite_patience, options=options, allow_changes=allow_changes)
     keep = keep_best and KeepBest(monitor)
-    cbs = ([] if rank else [CSVLogger(fname='history.csv')]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
+    cbs = ([] if rank else [CSVLogger(fname='history.csv'), RunConfig(out, config)]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
     cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
     if wandb and not rank: cbs.append(_wandb_logger(out, model, n_samples, locals()))
