@@ -159,7 +159,7 @@ def test_evaluate_refuses_a_run_folder_and_takes_its_lock(trained, tiny, tmp_pat
     shutil.copytree(trained, run_dir)
     before = _files(run_dir)
     assert run(['evaluate', '--model', run_dir/'generator', '--data', tiny, '--out', run_dir]) == 2
-    assert f"--out {run_dir} holds a training run (checkpoints/, generator/, generator.pkl, history.csv)" in capsys.readouterr().err
+    assert f"--out {run_dir} holds a training run (history.csv, generator.pkl, generator/, checkpoints/)" in capsys.readouterr().err
     assert _files(run_dir) == before
     ev = tmp_path/'ev'
     ev.mkdir()
