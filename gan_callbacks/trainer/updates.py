@@ -146,7 +146,7 @@ class Updates:
 
     def _v1_backward_end(self):
         "The other v1 callbacks' `on_backward_end` (v1's `GradientClipping`), on G's gradients before G's step, as in a v1 fit"
-        for cb in self._v1_cbs():
+        for cb in self._v1:   # the fit's v1 callbacks, sorted at `before_fit`
             if not isinstance(cb, Updates): cb._call('on_backward_end')
 
     def g_optimizers(self):

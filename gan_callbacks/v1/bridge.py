@@ -77,7 +77,7 @@ def _skip_zero_once(opt):
 # %% ../../nbs/11a_bridge.ipynb #6b44def5
 class StateDictCallback(Callback):
     "Base class for callbacks written in fastai-v1 style: `on_x(**state)` methods sharing one v1 state dict"
-    _stateattrs = ('cb_state', '_ctl', '_first', '_last')
+    _stateattrs = ('cb_state', '_ctl', '_first', '_last', '_v1', '_bwd_by_trainer')
     calls_backward_end = False   # whether it calls the others' `on_backward_end` itself (a GAN trainer, at its own backward)
     def __init_subclass__(cls, **kwargs):
         # v1 sorted callbacks by `_order`: a class that sets it runs at that `order`
@@ -117,7 +117,10 @@ class StateDictCallback(Callback):
                 if isinstance(cb, StateDictControl): l.remove_cb(cb)
             ctl = StateDictControl(st)
             l.add_cb(ctl)
-            for cb in cbs: cb.cb_state, cb._ctl, cb._first, cb._last = st, ctl, cb is cbs[0], cb is cbs[-1]
+            bwd = any(cb.calls_backward_end for cb in cbs)   # read once per fit, not at every batch
+            for cb in cbs:
+                cb.cb_state, cb._ctl, cb._first, cb._last = st, ctl, cb is cbs[0], cb is cbs[-1]
+                cb._v1, cb._bwd_by_trainer = cbs, bwd
             _guard_epochs(l, cbs, logger_chain(l))
             handlers_only(l)   # events go to the callbacks that handle them, as before, without the no-op calls
         st = self.cb_state
@@ -150,7 +153,7 @@ class StateDictCallback(Callback):
 
     def after_backward(self):
         # a GAN trainer cancels fastai's backward and calls `on_backward_end` itself, on G's gradients before G's step
-        if any(cb.calls_backward_end for cb in self._v1_cbs()): return
+        if self._bwd_by_trainer: return
         self._call('on_backward_end')
     def before_step(self):
         # cancel here, before fastai's MixedPrecision (order 10) would step its GradScaler
