@@ -234,7 +234,9 @@ def relaunch(args:dict, argv:list, module:str='gan_callbacks'):
     try:
         for attempt in range(n + 1):   # each start a new group, met afresh; a restarted one resumes from its last checkpoint
             os.environ[_restart_var] = str(attempt)
-            try: return launch([sys.executable, '-m', module, *_strip(argv, _launch_opts)], **o) or True
+            try:
+                launch([sys.executable, '-m', module, *_strip(argv, _launch_opts)], **o)
+                return True
             except SignalException as e:   # Ctrl-C or SIGTERM: torch's agent passed it on to every process and waited for them
                 raise SystemExit(128 + e.sigval) from None
             except ChildFailedError as e:
