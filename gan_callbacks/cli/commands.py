@@ -21,6 +21,7 @@ from ..nets.losses import gan_modes
 from ..gans.cut import cut_modes
 from ..metrics.evaluation import evaluate
 from ..data.tools import DatasetError, combine, split, check_dataset, format_check
+from .sweeps import sweep, sweep_metrics, sweep_samplers
 from ..deploy.state_dicts import InteropError
 from ..deploy.interop import read_generator, export_generator, export_formats
 from ..deploy.webapp import serve
@@ -197,7 +198,8 @@ def run_command(p, cmd, args, argv):
         if mp < 1: p.exit(2, f"gan_callbacks {cmd}: error: --max-pixels must be at least 1, got {mp}\n")
         set_max_pixels(mp)
     if cmd == 'train' and relaunch(args, argv): return
-    run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app, data=data_tool)[cmd]
+    if cmd == 'sweep': args['command'] = shlex.join(['gan_callbacks', *map(str, argv)])   # for the table's page
+    run = dict(train=_train, translate=translate, evaluate=evaluate_cmd, export=_export, app=app, data=data_tool, sweep=sweep)[cmd]
     try:
         with stop_on_sigterm(), warnings.catch_warnings():
             # fastai's notice at every `load_learner`: the commands load a pickle only when given --trust-pickle
@@ -210,7 +212,8 @@ def run_command(p, cmd, args, argv):
         if not lost_peer(e): raise
         p.exit(1, f"gan_callbacks {cmd}: rank {rank_distrib()}: another process of the run ended; stopped\n")
     except Interrupted as e:   # Ctrl-C or SIGTERM: one line, and the shell's exit code for the signal
-        hint = f"; resume with: {resume_command(launch_argv(argv), e.resume)}" if e.resume else ''
+        hint = (f"; resume with: {resume_command(launch_argv(argv), e.resume)}" if e.resume and cmd == 'train' else
+                '; the same command goes on with the trials left' if cmd == 'sweep' else '')
         if not rank_distrib(): sys.stderr.write(f"gan_callbacks {cmd}: {e}{hint}\n")
         sys.exit(e.code)
     except KeyboardInterrupt as e:
@@ -232,12 +235,13 @@ def _defaults(f): return {k: _jsonable(v) for k, v in defaults_of(f).items()}
 
 def cli_facts() -> dict:
     "What the command line's parser states of the library, read where it is stated: the commands' docstrings and defaults, each model's defaults, the choices"
-    cmds = dict(train=train, translate=translate, export=export_generator, app=app, evaluate=evaluate_cmd)   # `app`, `evaluate_cmd`: with the delegated defaults
+    cmds = dict(train=train, translate=translate, export=export_generator, app=app, evaluate=evaluate_cmd, sweep=sweep)   # `app`, `evaluate_cmd`: with the delegated defaults
     return dict(docs={k: f.__doc__ for k, f in cmds.items()}, defaults={k: _defaults(f) for k, f in cmds.items()},
                 models={m: _defaults(r) | {'schedule': list(r.schedule)} for m, r in train_runs.items()},
                 cut_modes={k: {a: _jsonable(v) for a, v in m.items()} for k, m in cut_modes.items()},
                 stabilizers=_defaults(Stabilizers), recipes={k: {a: _jsonable(v) for a, v in r.items()} for k, r in recipes.items()},
                 choices=dict(gan_modes=list(gan_modes), test_modes=list(test_modes), preprocess=list(translate_preprocesses),
+                             sweep_metrics=list(sweep_metrics), sweep_samplers=list(sweep_samplers),
                              export_formats=list(export_formats), precisions=list(precisions)),
                 reference_test_mode=reference_test_mode, max_whole_pixels=max_whole_pixels, auto_tile=auto_tile)
 

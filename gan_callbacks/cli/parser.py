@@ -10,7 +10,7 @@ from pathlib import Path
 from .. import __version__
 
 # %% auto #0
-__all__ = ['cli_facts_file', 'read_cli_facts', 'add_launch_args', 'print_env', 'read_config', 'main']
+__all__ = ['cli_facts_file', 'read_cli_facts', 'add_launch_args', 'print_env', 'read_config', 'sweep_args', 'main']
 
 # %% ../../nbs/10a_parser.ipynb #93a3df1b
 cli_facts_file = Path(importlib.util.find_spec('gan_callbacks').origin).parent/'cli'/'cli_facts.json'   # written by `tools/cli_facts.py` from `commands.cli_facts()`
@@ -270,6 +270,29 @@ def _parser():
     k = dsub.add_parser('check', help='what train will see: layout, counts, sizes, channels, bit depths, unreadable, unmatched, duplicates')
     k.add_argument('path', help='a dataset folder (or a folder of images)')
     k.add_argument('--json', action='store_true', help='as JSON')
+    w = p.sweep = sub.add_parser('sweep', allow_abbrev=False, description=F['docs']['sweep'],
+                                 help='which options train best on your data: a grid (or Optuna\'s samples) on several seeds, the winner '
+                                      'said beyond the seeds\' spread or not (pip install "gan_callbacks[sweep]")',
+                                 epilog='Every train option (--model, --epochs, --crop-size, --recipe, ...) given here is given to each trial.')
+    w.add_argument('--config', metavar='FILE', help='the sweep as YAML or JSON: its options (grid: option to values; ranges: option to '
+                   '[low, high] or [low, high, log]) and any train option; the command line wins (default: none)')
+    src = w.add_mutually_exclusive_group()
+    src.add_argument('--data', help='dataset folder, as train takes it'); src.add_argument('--sample', action='store_true', help='the built-in sample dataset')
+    w.add_argument('--out', default=D['sweep'].out, help="output folder: the study (sweep.db), each trial's runs, the table, plots, best_run.yaml")
+    w.add_argument('--grid', action='append', metavar='OPTION=V1,V2',
+                   help='values of a train option to try, e.g. recipe=paper,modern; with several, every combination is a trial')
+    w.add_argument('--range', dest='ranges', action='append', metavar='OPTION=LOW:HIGH[:log]',
+                   help='numbers for --sampler tpe or random to draw from, e.g. lr=1e-4:1e-3:log')
+    w.add_argument('--seeds', type=int, metavar='N', default=D['sweep'].seeds, help='seeds each trial trains on (0..N-1): its score is their mean, shown with their spread')
+    w.add_argument('--metric', choices=C['sweep_metrics'], default=D['sweep'].metric, help='the validation metric that scores a trial, at its last epoch')
+    w.add_argument('--sampler', choices=C['sweep_samplers'], default=D['sweep'].sampler,
+                   help="grid: each configuration of the grid once; tpe, random: --n-trials drawn by Optuna's sampler")
+    w.add_argument('--n-trials', type=int, metavar='N', help='trials to draw with --sampler tpe or random, all workers together')
+    w.add_argument('--storage', help='a database URL Optuna opens, for workers to share (default: sqlite:///OUT/sweep.db)')
+    w.add_argument('--study', default=D['sweep'].study, help="the study's name in --storage: workers given the same storage and study share its trials")
+    w.add_argument('--pruner', choices=('median', 'none'), default=D['sweep'].pruner, help="median: stop a trial whose validation is worse than "
+                   "the finished trials' median at the same epoch, once 5 have finished (Optuna's MedianPruner); none: never")
+    w.add_argument('--prune-after', type=int, metavar='N', default=D['sweep'].prune_after, help='epochs a trial trains before it may be pruned')
     v = sub.add_parser('env', help='what a bug report needs: versions, the CPU and its features, GPUs, what --precision auto picks here',
                        description='Print the versions, the CPU (model, AVX2, AVX-512, AVX-512 BF16, AMX), threads, CUDA devices and '
                        'the precision `auto` picks on this machine')
@@ -292,9 +315,9 @@ def print_env(json_out=False):
 
 _not_config = ('help', 'config', 'resume', 'overwrite', 'allow_changes')   # how to start a run, not what it trains
 
-def _config_file(argv):
-    "The FILE of `train --config FILE` in `argv`, else `None`"
-    if not argv or argv[0] != 'train': return None
+def _config_file(argv, cmd='train'):
+    "The FILE of `train --config FILE` (or of command `cmd`) in `argv`, else `None`"
+    if not argv or argv[0] != cmd: return None
     for i, a in enumerate(argv):
         if a == '--config' and i + 1 < len(argv): return argv[i + 1]
         if a.startswith('--config='): return a.split('=', 1)[1]
@@ -310,38 +333,92 @@ def _fits(action, v):
     if action.type is float: return isinstance(v, (int, float)) and not isinstance(v, bool)
     return isinstance(v, (str, int, float)) and not isinstance(v, bool)
 
-def read_config(fn, parser) -> dict:
-    "The options in run config `fn` (YAML or JSON), checked against the options of `parser` (`train`'s): one line for a bad key or value"
+def read_config(fn, parser, own=None, prog='gan_callbacks train') -> dict:
+    ("The options in run config `fn` (YAML or JSON), checked against the options of `parser` (`train`'s) and `own` (a sweep's): "
+     "one line for a bad key or value")
+    bad = lambda msg: parser.exit(2, f"{prog}: error: --config {fn}: {msg}\n")
     try: text = Path(fn).read_text()
-    except OSError as e: parser.exit(2, f"gan_callbacks train: error: --config {fn}: {e.strerror or e}\n")
+    except OSError as e: bad(e.strerror or e)
     if Path(fn).suffix.lower() == '.json':
         try: cfg = json.loads(text)
-        except ValueError as e: parser.exit(2, f"gan_callbacks train: error: --config {fn}: not JSON ({e})\n")
+        except ValueError as e: bad(f"not JSON ({e})")
     else:
         try: import yaml
-        except ImportError: parser.exit(2, f"gan_callbacks train: error: --config {fn}: reading YAML needs PyYAML (pip install pyyaml), or give a .json file\n")
+        except ImportError: bad("reading YAML needs PyYAML (pip install pyyaml), or give a .json file")
         try: cfg = yaml.safe_load(text)
-        except yaml.YAMLError as e: parser.exit(2, f"gan_callbacks train: error: --config {fn}: not YAML ({str(e).splitlines()[0]})\n")
-    if not isinstance(cfg, dict): parser.exit(2, f"gan_callbacks train: error: --config {fn}: expected a mapping of option names to values, got {type(cfg).__name__}\n")
+        except yaml.YAMLError as e: bad(f"not YAML ({str(e).splitlines()[0]})")
+    if not isinstance(cfg, dict): bad(f"expected a mapping of option names to values, got {type(cfg).__name__}")
     acts = {a.dest: a for a in parser._actions if a.dest not in _not_config}   # argparse keeps a parser's options in `_actions`
+    if own is not None: acts |= {a.dest: a for a in own._actions if a.dest not in _not_config}
     for k, v in cfg.items():
         key = str(k).replace('-', '_')
-        if key not in acts: parser.exit(2, f"gan_callbacks train: error: --config {fn}: unknown option {k!r} (train has no --{key.replace('_', '-')})\n")
-        if not _fits(acts[key], v):
+        if key not in acts: bad(f"unknown option {k!r} ({prog.split()[-1]} has no --{key.replace('_', '-')})")
+        if key in ('grid', 'ranges'):   # a sweep's space: option to values
+            if not isinstance(v, dict) or not all(isinstance(o, list) for o in v.values()): bad(f"{k} must map options to lists of values, got {v!r}")
+        elif not _fits(acts[key], v):
             want = (f"one of {', '.join(map(str, acts[key].choices))}" if acts[key].choices else 'true or false' if acts[key].nargs == 0 else
                     'an integer' if acts[key].type in (int, _count) else 'a number' if acts[key].type is float else 'a string')
-            parser.exit(2, f"gan_callbacks train: error: --config {fn}: {k} must be {want}, got {v!r}\n")
+            bad(f"{k} must be {want}, got {v!r}")
     return {str(k).replace('-', '_'): v for k, v in cfg.items()}
+
+_launch_dests = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port', 'max_restarts')
+
+def _typed(act, text, bad):
+    "String `text` of a sweep's grid or range as option `act` takes it: a flag's true/false, a number, a choice; 'none' for the default"
+    if text.lower() in ('none', 'null', 'default') and not (act.choices and text in act.choices): return None
+    if act.nargs == 0 or isinstance(act, argparse.BooleanOptionalAction):
+        if text.lower() in ('true', 'on', 'yes', '1'): return True
+        if text.lower() in ('false', 'off', 'no', '0'): return False
+        bad(f"{text!r}: --{act.dest.replace('_', '-')} is on or off (true, false)")
+    try: v = act.type(text) if act.type else text
+    except ValueError: bad(f"{text!r}: --{act.dest.replace('_', '-')} takes {'an integer' if act.type in (int, _count) else 'a number'}")
+    if act.choices and v not in act.choices: bad(f"{text!r}: --{act.dest.replace('_', '-')} is one of {', '.join(map(str, act.choices))}")
+    return v
+
+def sweep_args(p, argv) -> dict:
+    "The arguments of `sweep` for command line `argv`: its own options, its grid and ranges typed as `train` types them, and `train`'s options"
+    fn, cfg = _config_file(argv, 'sweep'), {}
+    if fn is not None: cfg = read_config(fn, p.train, own=p.sweep, prog='gan_callbacks sweep')
+    own = {a.dest for a in p.sweep._actions}
+    p.sweep.set_defaults(**{k: v for k, v in cfg.items() if k in own and k not in ('grid', 'ranges')})   # the command line wins
+    args, rest = p.parse_known_args(argv)
+    args = vars(args)
+    for k in ('cmd', 'config'): args.pop(k, None)
+    base, prog = {a.dest: a.default for a in p.train._actions}, p.train.prog
+    p.train.prog = 'gan_callbacks sweep'   # its errors name the command given
+    try: given = {k: v for k, v in vars(p.train.parse_args(rest)).items() if v != base.get(k)}
+    finally: p.train.prog = prog
+    options = {**{k: v for k, v in cfg.items() if k not in own}, **given}
+    bad = lambda msg: p.exit(2, f"gan_callbacks sweep: error: {msg}\n")
+    if launch := [k for k in options if k in _launch_dests]:
+        bad(f"--{launch[0].replace('_', '-')}: a sweep trains each trial in its own process; for several GPUs, start a worker per GPU "
+            "(CUDA_VISIBLE_DEVICES=N gan_callbacks sweep ...) with the same --storage and --study")
+    if 'seed' in options: bad("--seed: a sweep trains each trial on seeds 0..N-1, --seeds N")
+    acts = {a.dest: a for a in p.train._actions if a.dest not in _not_config}
+    space = dict(grid=dict(cfg.get('grid', {})), ranges=dict(cfg.get('ranges', {})))
+    for arg, key, sep in (('--grid', 'grid', ','), ('--range', 'ranges', ':')):
+        for item in args.pop(key) or []:
+            k, eq, vals = item.partition('=')
+            k = k.strip().replace('-', '_')
+            if not eq or not vals: bad(f"{arg} {item}: expected OPTION={'V1,V2' if key == 'grid' else 'LOW:HIGH[:log]'}")
+            if k not in acts: bad(f"{arg} {item}: train has no option --{k.replace('_', '-')}")
+            parts = vals.split(sep)
+            if key == 'ranges' and len(parts) == 3 and parts[2] == 'log': parts, log = parts[:2], ['log']
+            else: log = []
+            space[key][k] = [_typed(acts[k], v, lambda m: bad(f"{arg} {k}={m}")) for v in parts] + log
+    return dict(**args, **space, **options)
 
 def main(argv=None):
     "Entry point of the `gan_callbacks` console script: the arguments are parsed first, torch and fastai imported only for the work"
     p = _parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if (fn := _config_file(argv)) is not None:   # the file's options become the defaults: the command line's win
-        p.train.set_defaults(**read_config(fn, p.train))
-    args = vars(p.parse_args(argv))
-    args.pop('config', None)
-    cmd = args.pop('cmd')
+    if argv[:1] == ['sweep'] and not {'-h', '--help'} & set(argv): args, cmd = sweep_args(p, argv), 'sweep'
+    else:
+        if (fn := _config_file(argv)) is not None:   # the file's options become the defaults: the command line's win
+            p.train.set_defaults(**read_config(fn, p.train))
+        args = vars(p.parse_args(argv))
+        args.pop('config', None)
+        cmd = args.pop('cmd')
     if cmd == 'env': return print_env(args['json'])
     from gan_callbacks.cli.commands import run_command
     return run_command(p, cmd, args, argv)

@@ -48,15 +48,15 @@ def defaults_of(f) -> AttrDict:
 
 _fit_gan, _data = defaults_of(Learner.fit_gan), defaults_of(Pix2pixDataLoaders.from_folder)
 
-_how = ('out', 'resume', 'overwrite', 'allow_changes')   # how a run starts, not what it trains: not in its run config
+_how = ('out', 'resume', 'overwrite', 'allow_changes', 'cbs')   # how a run starts, not what it trains: not in its run config
 
-def write_run_config(out, config:dict):
-    "Write `config`, a run's options, to `out/run.yaml`, which `train --config` reads (and `train(**yaml.safe_load(...))`)"
+def write_run_config(out, config:dict, fname='run.yaml'):
+    "Write `config`, a run's options, to `out/fname`, which `train --config` reads (and `train(**yaml.safe_load(...))`)"
     import yaml
     plain = {k: str(v) if isinstance(v, Path) else list(v) if isinstance(v, tuple) else v for k, v in config.items()}
-    text = (f"# gan_callbacks train --config {Path(out)/'run.yaml'} --out NEW_FOLDER trains this run again\n"
+    text = (f"# gan_callbacks train --config {Path(out)/fname} --out NEW_FOLDER trains this run again\n"
             + yaml.safe_dump(plain, sort_keys=False))
-    atomic_write(Path(out)/'run.yaml', lambda tmp: tmp.write_text(text))
+    atomic_write(Path(out)/fname, lambda tmp: tmp.write_text(text))
 
 class RunConfig(Callback):
     "Write a run's options to `out/run.yaml` as its fit starts: after `GANCheckpoint` took (or refused) the resume"
@@ -116,7 +116,9 @@ class TrainRun:
     def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
     def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
     def summary(self, learn, data, out, grid): raise NotImplementedError   # summary.json's dict, and the lines printed after the fit
-    monitors = {}   # the validation column each `--keep-best` metric reads
+    columns = {}    # the validation column of each metric: what `--keep-best` and a sweep's `--metric` read
+    @property
+    def monitors(self): return self.columns   # the columns this run's data gives
     recipe, stabilizers, swd = 'paper', {}, False   # set by `train`: the recipe, the options given on their own, an SWD column
     def swd_metrics(self): return [SWD()] if self.swd else []   # the validation SWD column (`swd_metric`)
     def monitor(self, metric):
@@ -141,7 +143,7 @@ def _wandb_logger(out, model, n_samples, config):
 def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epochs_decay=None, bs=_data.bs, load_size=_data.load_size,
           crop_size=_data.crop_size, lr=_fit_gan.lr, ngf=defaults_of(UnetGenerator).ngf, precision='auto', resume=False, overwrite=False, allow_changes=False, n_samples=8, seed=None, tensorboard=None, wandb=False, val_every=1,
           keep_best=None, early_stop=None, recipe='paper', ema=None, r1=None, r2=None, reg_interval=None, diffaugment=None,
-          spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, **options):
+          spectral_norm=None, swd=False, nonfinite_patience=defaults_of(GANCheckpoint).patience, cbs=None, **options):
     "Train `model` (pix2pix, cyclegan, cut, fastcut or pix2pixhd) on folder `data` (or the built-in sample) and write log, sample grids, summary and the generator to `out`"
     given = {k: v for k, v in locals().items() if k not in _how}
     if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
@@ -177,6 +179,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
                    precision=precision, recipe=recipe, **stab, swd=swd, **run.options())
     ckpt = GANCheckpoint(resume=resume, patience=nonfinite_patience, options=options, allow_changes=allow_changes)
     keep = keep_best and KeepBest(monitor)
+    more += list(cbs or [])   # the caller's own (a sweep's pruning)
     cbs = ([] if rank else [CSVLogger(fname='history.csv'), RunConfig(out, config)]) + [grid, ckpt] + more + ([ValidateEvery(val_every)] if val_every > 1 else [])
     cbs += [o for o in (keep, early_stop and EarlyStop(monitor, patience=early_stop)) if o]
     if tensorboard and not rank: cbs.append(TensorBoardGAN(tensorboard, n_images=n_samples))
@@ -222,7 +225,7 @@ class Pix2pixRun(TrainRun):
                  channels_last=_p2p.channels_last, compile=_p2p.compile, num_d=_p2p.num_D, lambda_feat=_p2p.lambda_feat,
                  perceptual=_p2p.perceptual, lambda_perceptual=_p2p.lambda_perceptual,
                  perceptual_weights=None): store_attr()   # VGG19's file or LPIPS's folder (see `perceptual_loss`)
-    monitors = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
+    columns = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
     def weights(self): return {'--lambda-l1': self.lambda_l1, '--lambda-feat': self.lambda_feat, '--lambda-perceptual': self.lambda_perceptual}
     def sample(self): return sample_pairs()
 
@@ -288,7 +291,8 @@ class CycleGANRun(TrainRun):
                  lambda_idt=_cyc.lambda_idt, pool_size=_cyc.pool_size, num_d=_cyc.num_D, lambda_feat=_cyc.lambda_feat): store_attr()
     def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt, '--lambda-feat': self.lambda_feat}
     @property
-    def monitors(self): return {'l1': 'true_l1'} if getattr(self, 'truth', None) else {}   # with true B images only
+    def monitors(self): return self.columns if getattr(self, 'truth', None) else {}   # with true B images only
+    columns = {'l1': 'true_l1'}
     def sample(self): return sample_unpaired()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
@@ -377,7 +381,7 @@ class Pix2pixHDRun(TrainRun):
                  n_downsampling=_le.n_downsampling, n_blocks=_le.n_blocks, n_local_enhancers=_le.n_local_enhancers, n_blocks_local=_le.n_blocks_local,
                  niter_fix_global=_hd.niter_fix_global, num_d=_hd.num_D, n_layers_d=_hd.n_layers_D, ndf=_hd.ndf, lambda_feat=_hd.lambda_feat,
                  feat_match=_hd.feat_match, vgg=None, pool_size=_hd.pool_size): store_attr()
-    monitors = {'l1': 'valid_loss'}
+    columns = {'l1': 'valid_loss'}
     def weights(self): return {'--lambda-feat': self.lambda_feat}
     def check(self):
         super().check()
