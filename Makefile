@@ -86,7 +86,7 @@ nbcheck: install
 test-newest:
 	rm -rf $(NEWEST) && $(PYTHON) -m venv $(NEWEST)
 	$(NEWEST)/bin/python -m pip install -q -U pip
-	$(NEWEST)/bin/python -m pip install -q -e ".[onnx,tensorboard,wandb,app,png]" pytest playwright
+	$(NEWEST)/bin/python -m pip install -q -e ".[onnx,tensorboard,wandb,app,png,sweep]" pytest playwright
 	@$(NEWEST)/bin/python -m pip list 2>/dev/null | grep -iE '^(fastai|fastcore|fasttransform|plum-dispatch|accelerate|torch|torchvision) '
 	@$(SCRATCH); $(NEWEST)/bin/python -m pytest tests/ -q -p no:cacheprovider; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 1; fi; exit $$rc

@@ -29,6 +29,7 @@ app_requirements = shlex.split(cfg.get('app_requirements', ''))
 tensorboard_requirements = shlex.split(cfg.get('tensorboard_requirements', ''))
 wandb_requirements = shlex.split(cfg.get('wandb_requirements', ''))
 png_requirements = shlex.split(cfg.get('png_requirements', ''))
+sweep_requirements = shlex.split(cfg.get('sweep_requirements', ''))
 console_scripts = cfg.get('console_scripts', '').split()
 
 setuptools.setup(
@@ -48,7 +49,7 @@ setuptools.setup(
     install_requires=requirements,
     extras_require={'dev': dev_requirements, 'onnx': onnx_requirements, 'docs': docs_requirements, 'app': app_requirements,
                     'tensorboard': tensorboard_requirements, 'wandb': wandb_requirements,
-                    'png': png_requirements},
+                    'png': png_requirements, 'sweep': sweep_requirements},
     dependency_links=cfg.get('dep_links', '').split(),
     python_requires='>=' + min_python,
     long_description=open('README.md', encoding='utf-8').read(),

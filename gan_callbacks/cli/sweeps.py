@@ -77,7 +77,7 @@ def next_trial(study, configs=None, n_trials=None):
         held = [_params(t) for t in trials]
         free = [c for c in configs if c not in held]
         if not free: return None
-        study.enqueue_trial(free[0], skip_if_exists=True)
+        study.enqueue_trial(free[0])
         trial = study.ask()   # a waiting trial: this one, or one another worker enqueued
         mine = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
         p = _params(mine)

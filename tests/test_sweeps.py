@@ -1,0 +1,166 @@
+"Sweeps: a grid trained on several seeds, its table, plots and best run config; pruning; workers sharing a study; a killed sweep going on."
+import os, subprocess, sys, textwrap
+import pytest
+from PIL import Image
+from helpers import run_cli, one_line, train_options
+
+optuna = pytest.importorskip('optuna')
+TINY = ['--epochs', 1, '--epochs-decay', 0, '--bs', 4, '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-samples', 1]
+
+def _trials(storage, study='sweep'):
+    return optuna.load_study(study_name=study, storage=storage).get_trials()
+
+def test_a_sweep_writes_its_table_plots_and_best_config(tiny, tmp_path, capsys):
+    out = tmp_path/'sw'
+    assert run_cli(['sweep', '--data', tiny, '--out', out, '--grid', 'lambda-l1=1,100', '--seeds', 2, '--metric', 'l1', *TINY]) == 0
+    printed = capsys.readouterr().out
+    trials = _trials(f"sqlite:///{out/'sweep.db'}")
+    assert [t.state.name for t in trials] == ['COMPLETE', 'COMPLETE'] and [t.params for t in trials] == [{'lambda_l1': 1.}, {'lambda_l1': 100.}]
+    for t in trials:   # each configuration trained once per seed, scored by the mean of its seeds' last validation L1
+        l1s = [float((out/f'trial_{t.number:03d}'/f'seed_{s}'/'history.csv').read_text().splitlines()[-1].split(',')[2]) for s in (0, 1)]
+        assert t.value == pytest.approx(sum(l1s) / 2, rel=1e-5) and l1s[0] != l1s[1]
+    best = min(trials, key=lambda t: t.value)
+    table = (out/'sweep.md').read_text()
+    rows = [l for l in table.splitlines() if l.startswith('| best') or l.startswith('|  |')]
+    assert len(rows) == 2 and rows[0].startswith(f"| best | {best.number} | lambda_l1={best.params['lambda_l1']}") and ' ± ' in rows[0]
+    said = next(l for l in table.splitlines() if l.startswith('Best by l1:'))
+    assert said in printed and ('beyond the seeds' in said or 'within the seeds' in said)
+    assert 'gan_callbacks sweep --data' in table   # the command that made it
+    for png in ('scores', 'history', 'importances', 'intermediate'):
+        with Image.open(out/f'{png}.png') as im: assert im.format == 'PNG' and min(im.size) > 100
+    assert 'sweep.csv' in printed and len((out/'sweep.csv').read_text().splitlines()) == 3
+    # the best configuration, as a run config: train --config trains the best trial's first seed again, bitwise
+    got = train_options(['train', '--config', out/'best_run.yaml', '--out', tmp_path/'again'])
+    assert got['lambda_l1'] == best.params['lambda_l1'] and got['seed'] == 0
+    assert run_cli(['train', '--config', out/'best_run.yaml', '--out', tmp_path/'again']) == 0
+    first = out/f'trial_{best.number:03d}'/'seed_0'/'generator'/'model.safetensors'
+    assert (tmp_path/'again'/'generator'/'model.safetensors').read_bytes() == first.read_bytes()
+    # the same command again trains nothing more and writes the table again
+    assert run_cli(['sweep', '--data', tiny, '--out', out, '--grid', 'lambda-l1=1,100', '--seeds', 2, '--metric', 'l1', *TINY]) == 0
+    assert '2 finished already' in capsys.readouterr().out and len(_trials(f"sqlite:///{out/'sweep.db'}")) == 2
+
+def test_a_sweep_config_file_and_the_command_line(tiny, tmp_path, capsys):
+    cfg = tmp_path/'sweep.yaml'
+    cfg.write_text(textwrap.dedent(f"""\
+        data: {tiny}
+        grid: {{recipe: [paper, modern]}}
+        seeds: 1
+        metric: ssim
+        lambda_l1: 10
+        epochs: 1
+        epochs_decay: 0
+        bs: 4
+        load_size: 36
+        crop_size: 32
+        ngf: 8
+        n_samples: 1
+        """))
+    out = tmp_path/'sw'
+    assert run_cli(['sweep', '--config', cfg, '--out', out, '--lambda-l1', 20]) == 0   # the command line wins
+    trials = _trials(f"sqlite:///{out/'sweep.db'}")
+    assert sorted(t.params['recipe'] for t in trials) == ['modern', 'paper']
+    assert 'lambda_l1: 20.0' in (out/'trial_000'/'seed_0'/'run.yaml').read_text()
+    assert 'One seed has no spread' in capsys.readouterr().out
+
+@pytest.mark.parametrize('argv,msg', [
+    (['--grid', 'lambda-l1=x'], "--grid lambda_l1='x': --lambda-l1 takes a number"),
+    (['--grid', 'foo=1,2'], '--grid foo=1,2: train has no option --foo'),
+    (['--grid', 'recipe=paper,old'], "--grid recipe='old': --recipe is one of"),
+    (['--grid', 'seed=1,2'], "--grid seed: a sweep's seeds are --seeds N"),
+    (['--seed', '1'], '--seed: a sweep trains each trial on seeds 0..N-1'),
+    (['--nproc', '2'], '--nproc: a sweep trains each trial in its own process'),
+    (['--range', 'lr=1e-4:1e-3:log'], '--range draws numbers, which a grid cannot list'),
+    (['--sampler', 'tpe', '--range', 'lr=1e-4:1e-3'], '--sampler tpe needs --n-trials N'),
+    (['--grid', 'lambda-l1=1,2', '--lambda-l1', '3'], '--grid lambda_l1: --lambda-l1 is also given as a fixed option'),
+])
+def test_a_bad_sweep_is_one_line_and_writes_nothing(tiny, tmp_path, capsys, argv, msg):
+    out = tmp_path/'sw'
+    assert run_cli(['sweep', '--data', tiny, '--out', out, *argv, *TINY]) == 2
+    assert msg in one_line(capsys.readouterr().err)
+    assert not out.exists()
+
+def test_a_study_started_otherwise_and_a_metric_the_model_lacks_are_refused(tiny, unpaired, tmp_path, capsys):
+    out = tmp_path/'sw'
+    assert run_cli(['sweep', '--data', tiny, '--out', out, '--grid', 'lambda-l1=1', '--seeds', 1, *TINY]) == 0
+    capsys.readouterr()
+    assert run_cli(['sweep', '--data', tiny, '--out', out, '--grid', 'lambda-l1=1', '--seeds', 2, *TINY]) == 2
+    assert 'was started with other settings: seeds [0] (now [0, 1])' in one_line(capsys.readouterr().err)
+    assert run_cli(['sweep', '--data', unpaired, '--out', tmp_path/'cyc', '--model', 'cyclegan', '--metric', 'psnr', '--grid', 'lambda-a=10',
+                    '--seeds', 1, *TINY]) == 2
+    assert '--metric psnr: --model cyclegan has no validation psnr (it has: l1; swd with --swd)' in one_line(capsys.readouterr().err)
+    assert [t.state.name for t in _trials(f"sqlite:///{tmp_path/'cyc'/'sweep.db'}")] == ['FAIL']   # and its configuration free again
+
+def test_without_optuna_the_error_says_what_to_install(tiny, tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, 'optuna', None)   # import optuna fails
+    assert run_cli(['sweep', '--data', tiny, '--out', tmp_path/'sw', '--grid', 'lambda-l1=1,2', *TINY]) == 2
+    assert 'sweep needs Optuna: pip install "gan_callbacks[sweep]"' in one_line(capsys.readouterr().err)
+
+def test_a_hopeless_trial_is_pruned_after_its_first_epoch(tiny, tmp_path):
+    from gan_callbacks.cli.sweeps import sweep
+    o = dict(epochs=3, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1)
+    s = sweep(data=tiny, out=tmp_path/'sw', grid=dict(lambda_l1=[100.]), seeds=2, metric='psnr', quiet=True,
+              pruner=optuna.pruners.ThresholdPruner(lower=1e6), **o)   # no PSNR reaches a million dB: pruned at its first report
+    (t,) = s.get_trials()
+    assert t.state.name == 'PRUNED' and list(t.intermediate_values) == [0]
+    hist = (tmp_path/'sw'/'trial_000'/'seed_0'/'history.csv').read_text().splitlines()
+    assert len(hist) == 2   # the header and one epoch of three; the second seed never started
+    assert not (tmp_path/'sw'/'trial_000'/'seed_1').exists()
+    table = (tmp_path/'sw'/'sweep.md').read_text()
+    assert '| pruned | 0 | lambda_l1=100.0 |' in table and 'No trial finished' in table and not (tmp_path/'sw'/'best_run.yaml').exists()
+
+def test_the_median_pruner_stops_a_trial_worse_than_the_median(tiny, tmp_path):
+    "Optuna's median rule at the reported steps: the worst of six trials at its first epoch is stopped there"
+    from gan_callbacks.cli.sweeps import ReportEpochs
+    s = optuna.create_study(direction='maximize', pruner=optuna.pruners.MedianPruner(n_startup_trials=5, n_warmup_steps=0))
+    for v in (10., 11., 12., 13., 14.):
+        t = s.ask(); t.report(v, 0); s.tell(t, v)
+    t = s.ask()
+    cb = ReportEpochs(t, 'psnr', 'psnr')
+    cb.learn = type('L', (), dict(recorder=type('R', (), dict(metric_names=['epoch', 'train_loss', 'psnr', 'time'], values=[[0.5, 9.]]))(),
+                                   epoch=0))()
+    with pytest.raises(optuna.TrialPruned, match='pruned after epoch 0: psnr 9'): cb.after_epoch()
+
+def _sweep_cmd(tiny, out, storage, *more):
+    return [sys.executable, '-m', 'gan_callbacks', 'sweep', '--data', str(tiny), '--out', str(out), '--storage', storage, '--study', 'shared',
+            '--seeds', '1', *map(str, TINY), *more]
+
+@pytest.mark.slow
+def test_two_workers_share_one_study_and_train_each_configuration_once(tiny, tmp_path):
+    storage = f"sqlite:///{tmp_path/'shared.db'}"
+    grid = ['--grid', 'lambda-l1=1,10,100,1000', '--grid', 'gan-mode=vanilla,lsgan']
+    ps = [subprocess.Popen(_sweep_cmd(tiny, tmp_path/f'w{i}', storage, *grid), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+          for i in (1, 2)]
+    outs = [p.communicate(timeout=900) for p in ps]
+    assert [p.returncode for p in ps] == [0, 0], outs
+    done = [t for t in _trials(storage, 'shared') if t.state.name == 'COMPLETE']
+    assert len(done) == 8 and len({tuple(sorted(t.params.items())) for t in done}) == 8
+    runs = list(tmp_path.glob('w*/trial_*/seed_0/history.csv'))
+    assert len(runs) == 8   # eight fits in all: none trained twice
+    assert {t.user_attrs['pid'] for t in done} == {p.pid for p in ps}   # both workers trained
+    for i in (1, 2): assert (tmp_path/f'w{i}'/'sweep.md').read_text().count('| lambda_l1=') >= 1
+
+_KILLED = """
+import os, signal, sys
+from gan_callbacks.cli import sweeps
+from gan_callbacks.cli.parser import main
+def after_epoch(self, orig=sweeps.ReportEpochs.after_epoch):
+    orig(self)
+    if self.trial.number == 1: os.kill(os.getpid(), signal.SIGKILL)   # killed in the second trial, after its first epoch
+sweeps.ReportEpochs.after_epoch = after_epoch
+main(sys.argv[1:])
+"""
+
+@pytest.mark.slow
+def test_a_killed_sweep_goes_on_where_it_was(tiny, tmp_path, capsys):
+    out, storage = tmp_path/'sw', f"sqlite:///{tmp_path/'sw'/'sweep.db'}"
+    argv = ['sweep', '--data', tiny, '--out', out, '--grid', 'lambda-l1=1,100', '--seeds', 1, '--epochs', 2, *TINY[2:]]
+    p = subprocess.run([sys.executable, '-c', _KILLED, *map(str, argv)], capture_output=True, text=True, timeout=900)
+    assert p.returncode == -9, p.stderr
+    assert [t.state.name for t in _trials(storage)] == ['COMPLETE', 'RUNNING']
+    assert run_cli(argv) == 0
+    printed = capsys.readouterr().out
+    assert 'Trials 1 of a sweep process no longer running here: marked failed, to be trained again' in printed
+    trials = _trials(storage)
+    assert [t.state.name for t in trials] == ['COMPLETE', 'FAIL', 'COMPLETE']
+    assert trials[2].params == trials[1].params == {'lambda_l1': 100.}   # the killed configuration, trained again
+    assert (out/'sweep.md').read_text().count('| lambda_l1=') == 2
