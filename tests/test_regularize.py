@@ -6,6 +6,7 @@ from gan_callbacks.stabilizers.regularize import (r1_penalty, r2_penalty, d_outp
                                       spectral_norm_d)
 from gan_callbacks.nets.networks import PatchDiscriminator
 from gan_callbacks.trainer.optim import pix2pix_adam
+from helpers import run_cli
 
 def reference_r1(D, x, gamma):
     "StyleGAN2-ADA's loss_Dr1, written out: grad of the summed logits, squared and summed per image, gamma/2, batch mean"
@@ -99,3 +100,17 @@ def test_spectral_norm_top_singular_value_is_one():
     D.eval(); D2.eval()
     x = torch.randn(1, 3, 32, 32)
     torch.testing.assert_close(D(x), D2(x))
+
+def test_spectral_norm_starts_each_raw_weight_at_norm_1(tmp_path, unpaired):
+    "CUT's D (xavier init, gain 0.02) under spectral norm: Adam's steps on raw weights of norm ~0.03 made its losses 50-70 at the start"
+    from gan_callbacks.stabilizers.regularize import spectral_norm_d
+    from gan_callbacks.nets.networks import PatchDiscriminator, init_weights
+    D = spectral_norm_d(init_weights(PatchDiscriminator(3, norm='instance', antialias=True), 'xavier'))
+    for m in D.modules():
+        if hasattr(m, 'weight_orig'): assert torch.linalg.matrix_norm(m.weight_orig.flatten(1), ord=2).item() == pytest.approx(1, rel=1e-4)
+    out = tmp_path/'cut'
+    assert run_cli(['train', '--model', 'cut', '--data', unpaired, '--out', out, '--spectral-norm', '--epochs', 1, '--epochs-decay', 0, '--bs', 2,
+                    '--load-size', 36, '--crop-size', 32, '--ngf', 8, '--n-blocks', 1, '--n-samples', 1, '--seed', 0]) == 0
+    head, row = (out/'history.csv').read_text().splitlines()[:2]
+    got = dict(zip(head.split(','), row.split(',')))
+    assert float(got['d_real']) < 5 and float(got['d_fake']) < 5 and float(got['g_gan']) < 10, got   # were 58, 65 and 66

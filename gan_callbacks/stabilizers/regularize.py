@@ -83,9 +83,13 @@ def lazy_adjust(opt, interval:int):
 _sn_types = (nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.ConvTranspose1d, nn.ConvTranspose2d, nn.ConvTranspose3d)
 
 def spectral_norm_d(D:nn.Module, linear:bool=False, n_power_iterations:int=1, eps:float=1e-12) -> nn.Module:
-    "`D` with spectral normalisation on its convolutions (and linear layers if `linear`), in place"
+    "`D` with spectral normalisation on its convolutions (and linear layers if `linear`), in place, each weight first scaled to norm 1"
     types = _sn_types + ((nn.Linear,) if linear else ())
     for m in list(D.modules()):
         if isinstance(m, types) and not hasattr(m, 'weight_orig'):
+            # the normalised weight ignores the raw one's scale, but Adam's steps do not: a raw weight far below norm 1 (CUT's
+            # xavier init, gain 0.02) would turn by tens of percent a step; started at norm 1, it turns as a plain layer would
+            w = m.weight.transpose(0, 1) if isinstance(m, nn.modules.conv._ConvTransposeNd) else m.weight
+            with torch.no_grad(): m.weight.div_(torch.linalg.matrix_norm(w.flatten(1).float(), ord=2).clamp_min(eps).to(w.dtype))
             nn.utils.spectral_norm(m, n_power_iterations=n_power_iterations, eps=eps)
     return D
