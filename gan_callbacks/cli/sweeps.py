@@ -13,9 +13,9 @@ from ..trainer.nonfinite import NonFiniteError
 from ..callback.checkpoint import WeightsNotFinite
 
 # %% auto #0
-__all__ = ['sweep_metrics', 'sweep_samplers', 'grid_configs', 'ReportEpochs', 'reclaim', 'next_trial', 'run_trial', 'sweep_rows',
-           'verdict', 'sweep_table', 'plot_scores', 'optuna_plots', 'write_results', 'sweep_options', 'open_study',
-           'sweep']
+__all__ = ['sweep_metrics', 'sweep_samplers', 'grid_configs', 'grid_space', 'ReportEpochs', 'reclaim', 'next_trial', 'run_trial',
+           'sweep_rows', 'verdict', 'sweep_table', 'plot_scores', 'optuna_plots', 'write_results', 'sweep_options',
+           'open_study', 'sweep']
 
 # %% ../../nbs/10g_sweeps.ipynb #8d23e427
 sweep_metrics = dict(l1='minimize', psnr='maximize', ssim='maximize', swd='minimize')   # a sweep's metrics, and which way is better
@@ -28,9 +28,15 @@ def _optuna():
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     return optuna
 
-def grid_configs(grid:dict) -> list:
-    "Every configuration of `grid` (option: values), in the order the values are given"
-    return [dict(zip(grid, vs)) for vs in itertools.product(*grid.values())]
+def grid_configs(grid:dict|list) -> list:
+    "Every configuration of `grid` (option: values), in the order given; a list of configurations as it is, an option one leaves out `None` (its default)"
+    if isinstance(grid, dict): return [dict(zip(grid, vs)) for vs in itertools.product(*grid.values())]
+    keys = list(dict.fromkeys(k for c in grid for k in c))
+    return [{k: c.get(k) for k in keys} for c in grid]
+
+def grid_space(configs:list) -> dict:
+    "The values each option takes in `configs`, in order: what Optuna's categorical distributions hold"
+    return {k: list(dict.fromkeys(c[k] for c in configs)) for k in (configs[0] if configs else {})}
 
 # %% ../../nbs/10g_sweeps.ipynb #3a8abcbc
 class ReportEpochs(Callback):
@@ -111,7 +117,7 @@ def run_trial(study, trial, out, seeds, metric, grid, ranges, options, say=print
 def _run_trial(study, trial, out, seeds, metric, grid, ranges, options, say):
     optuna = _optuna()
     params = _suggest(trial, grid, ranges)
-    o = {**options, **params}
+    o = {**options, **{k: v for k, v in params.items() if v is not None}}   # `None`: the option's default
     run = train_runs.get(o.get('model', 'pix2pix'), train_runs['pix2pix'])   # an unknown model: `train` says so
     columns = {**run.columns, **({'swd': 'swd'} if o.get('swd') else {})}
     if metric not in columns: raise CLIError(f"--metric {metric}: --model {o.get('model', 'pix2pix')} has no validation {metric} "
@@ -119,7 +125,7 @@ def _run_trial(study, trial, out, seeds, metric, grid, ranges, options, say):
     n_epochs = sum(d if o.get(k) is None else o[k] for k, d in zip(('epochs', 'epochs_decay'), run.schedule))   # steps of one seed
     folder, host = out/f'trial_{trial.number:03d}', socket.gethostname()
     for k, v in dict(host=host, pid=os.getpid(), folder=str(folder.resolve())).items(): trial.set_user_attr(k, v)
-    name, scores, diverged, t0 = ' '.join(f"{k}={v}" for k, v in params.items()), {}, [], time.perf_counter()
+    name, scores, diverged, t0 = _name(params), {}, [], time.perf_counter()
     try:
         for i, seed in enumerate(seeds):
             run_out = make_out_dir(folder/f'seed_{seed}')
@@ -128,7 +134,7 @@ def _run_trial(study, trial, out, seeds, metric, grid, ranges, options, say):
                 with open(run_out/'train.log', 'w') as log, contextlib.redirect_stdout(log), contextlib.redirect_stderr(log), \
                      warnings.catch_warnings():
                     warnings.simplefilter('ignore')
-                    learn = train(out=run_out, seed=seed, overwrite=True, **options, **params,
+                    learn = train(out=run_out, seed=seed, overwrite=True, **o,
                                   cbs=[ReportEpochs(trial, metric, columns[metric], step0=i * n_epochs)])
             except (NonFiniteError, WeightsNotFinite) as e:
                 diverged.append(seed)
@@ -166,7 +172,7 @@ def _mean_sd(vals):
     "Mean and sample standard deviation of `vals` (the deviation `nan` for one value)"
     return statistics.mean(vals), (statistics.stdev(vals) if len(vals) > 1 else math.nan)
 
-def _name(params): return ' '.join(f"{k}={v}" for k, v in params.items()) or '(the options given)'
+def _name(params): return ' '.join(f"{k}={v}" for k, v in params.items() if v is not None) or '(the options given)'
 
 def sweep_rows(study, metric) -> list:
     "The finished trials of `study`: the complete ones best first by `metric`, then the pruned"
@@ -281,6 +287,17 @@ def _check_space(grid, ranges, options, sampler, n_trials):
     if sampler == 'grid' and ranges: raise CLIError("--range draws numbers, which a grid cannot list: give --sampler tpe or random with --n-trials")
     if sampler != 'grid' and not (n_trials or 0) >= 1: raise CLIError(f"--sampler {sampler} needs --n-trials N: how many trials to draw")
 
+def _check_models(configs, options):
+    "One line for a configuration giving an option its model does not take (`num_d` to CUT)"
+    import inspect
+    common = set(inspect.signature(train).parameters)
+    for c in configs or [{}]:
+        o = {**options, **{k: v for k, v in c.items() if v is not None}}
+        model = o.get('model', 'pix2pix')
+        if model not in train_runs: raise CLIError(f"--model must be one of {', '.join(train_runs)}, got {model!r}")
+        if bad := sorted(set(o) - common - set(inspect.signature(train_runs[model]).parameters)):
+            raise CLIError(f"{_name(c)}: --{bad[0].replace('_', '-')} is not an option of --model {model}")
+
 def _storage(optuna, url):
     "Optuna's storage at `url`; SQLite waits for a busy file instead of failing, as workers share it"
     if url.startswith('sqlite'): return optuna.storages.RDBStorage(url, engine_kwargs=dict(connect_args=dict(timeout=120)))
@@ -315,13 +332,19 @@ def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seed
           storage=None, study='sweep', pruner='median', prune_after=1, command=None, quiet=False, **options):
     "Train each configuration of `grid` (or `n_trials` drawn by `sampler` from `grid` and `ranges`) on `seeds` seeds with `train`'s `options`; write the table, plots and best run config to `out`"
     optuna, say = _optuna(), (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
-    grid, ranges, options = {k: list(v) for k, v in (grid or {}).items()}, dict(ranges or {}), dict(options)
+    listed = isinstance(grid, (list, tuple))   # configurations one by one, not every combination
+    grid = [dict(c) for c in grid] if listed else {k: list(v) for k, v in (grid or {}).items()}
+    ranges, options = dict(ranges or {}), dict(options)
+    if listed and sampler != 'grid': raise CLIError(f"a list of configurations is trained as it is: give --sampler grid, not {sampler}")
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
     if metric not in sweep_metrics: raise CLIError(f"--metric must be one of {', '.join(sweep_metrics)}, got {metric!r}")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds: raise CLIError("--seeds must be at least 1")
-    _check_space(grid, ranges, options, sampler, n_trials)
+    configs = grid_configs(grid) if sampler == 'grid' else None
+    space = grid_space(configs) if listed else grid
+    _check_space(space, ranges, options, sampler, n_trials)
+    _check_models(configs, options)
     if metric == 'swd': options['swd'] = True
     out = make_out_dir(out)
     if data is not None: check_apart(data, out)
@@ -330,7 +353,6 @@ def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seed
                        options={k: v for k, v in options.items()}))
     s = open_study(storage, study, metric, spec, pruner, prune_after, sampler)
     if gone := reclaim(s): say(f"Trials {', '.join(map(str, gone))} of a sweep process no longer running here: marked failed, to be trained again")
-    configs = grid_configs(grid) if sampler == 'grid' else None
     n = len(configs) if configs is not None else n_trials
     finished = sum(t.state.is_finished() and not t.user_attrs.get('stepped_aside') for t in s.get_trials(deepcopy=False)
                    if t.state != optuna.trial.TrialState.FAIL)
@@ -338,7 +360,7 @@ def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seed
         f"by validation {metric}; {finished} finished already")
     fixed = dict(data=data, sample=sample, **options)
     while (trial := next_trial(s, configs, n_trials)) is not None:
-        run_trial(s, trial, out, seeds, metric, grid, ranges, fixed, say)
+        run_trial(s, trial, out, seeds, metric, space, ranges, fixed, say)
     if running := len(s.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,))):
         say(f"{running} trial(s) still running in other workers: this table has the finished ones (the same command again rewrites it)")
     write_results(s, out, metric, command, say)
