@@ -159,8 +159,39 @@ def test_a_killed_sweep_goes_on_where_it_was(tiny, tmp_path, capsys):
     assert [t.state.name for t in _trials(storage)] == ['COMPLETE', 'RUNNING']
     assert run_cli(argv) == 0
     printed = capsys.readouterr().out
-    assert 'Trials 1 of a sweep process no longer running here: marked failed, to be trained again' in printed
+    assert 'Trials 1 of a sweep process no longer running: marked failed, to be trained again' in printed
     trials = _trials(storage)
     assert [t.state.name for t in trials] == ['COMPLETE', 'FAIL', 'COMPLETE']
     assert trials[2].params == trials[1].params == {'lambda_l1': 100.}   # the killed configuration, trained again
     assert (out/'sweep.md').read_text().count('| lambda_l1=') == 2
+
+def test_a_list_of_configurations_and_options_their_model_lacks(tiny, unpaired, tmp_path, capsys):
+    cfg = tmp_path/'sweep.yaml'
+    cfg.write_text(f"data: {tiny}\nseeds: 1\nmetric: l1\ngrid:\n- {{recipe: paper}}\n- {{recipe: paper, num-d: 2, lambda-feat: 10}}\n")
+    out = tmp_path/'sw'
+    assert run_cli(['sweep', '--config', cfg, '--out', out, *TINY]) == 0
+    trials = _trials(f"sqlite:///{out/'sweep.db'}")
+    assert [t.params for t in trials] == [dict(recipe='paper', num_d=None, lambda_feat=None), dict(recipe='paper', num_d=2, lambda_feat=10)]
+    assert 'num_d: 1' in (out/'trial_000'/'seed_0'/'run.yaml').read_text() and 'num_d: 2' in (out/'trial_001'/'seed_0'/'run.yaml').read_text()
+    assert '| recipe=paper num_d=2 lambda_feat=10 |' in (out/'sweep.md').read_text()
+    capsys.readouterr()
+    cfg.write_text(f"data: {unpaired}\nmodel: cut\ngrid:\n- {{recipe: paper}}\n- {{num_d: 2}}\n")
+    assert run_cli(['sweep', '--config', cfg, '--out', tmp_path/'cut', '--metric', 'l1', *TINY]) == 2
+    assert 'num_d=2: --num-d is not an option of --model cut' in one_line(capsys.readouterr().err)
+    assert not (tmp_path/'cut').exists()
+    cfg.write_text(f"data: {tiny}\ngrid:\n- {{num_d: two}}\n")
+    assert run_cli(['sweep', '--config', cfg, '--out', tmp_path/'x', *TINY]) == 2
+    assert "grid: num_d: 'two' is not a value --num-d takes" in one_line(capsys.readouterr().err)
+
+def test_reclaim_takes_back_a_gone_process_here_and_a_stale_trial_anywhere(tmp_path):
+    import socket, time
+    from gan_callbacks.cli.sweeps import reclaim
+    s = optuna.create_study(storage=f"sqlite:///{tmp_path/'s.db'}")
+    p = subprocess.Popen([sys.executable, '-c', 'pass']); p.wait()   # a process that is gone
+    here_gone, here_live, elsewhere, elsewhere_old = (s.ask() for _ in range(4))
+    for t, host, pid, alive in ((here_gone, socket.gethostname(), p.pid, time.time()), (here_live, socket.gethostname(), os.getpid(), time.time()),
+                                (elsewhere, 'another-machine', 1, time.time()), (elsewhere_old, 'another-machine', 1, time.time() - 7200)):
+        for k, v in dict(host=host, pid=pid, alive=alive).items(): t.set_user_attr(k, v)
+    assert reclaim(s) == [0]
+    assert reclaim(s, stale_after=3600) == [3]
+    assert [t.state.name for t in s.get_trials()] == ['FAIL', 'RUNNING', 'RUNNING', 'FAIL']

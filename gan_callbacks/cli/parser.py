@@ -293,6 +293,8 @@ def _parser():
     w.add_argument('--pruner', choices=('median', 'none'), default=D['sweep'].pruner, help="median: stop a trial whose validation is worse than "
                    "the finished trials' median at the same epoch, once 5 have finished (Optuna's MedianPruner); none: never")
     w.add_argument('--prune-after', type=int, metavar='N', default=D['sweep'].prune_after, help='epochs a trial trains before it may be pruned')
+    w.add_argument('--stale-after', type=float, metavar='SECONDS', help="take back the running trials of any machine whose last epoch ended "
+                   "longer ago (a worker on a machine that is gone); this machine's are taken back when their process is gone (default: only those)")
     v = sub.add_parser('env', help='what a bug report needs: versions, the CPU and its features, GPUs, what --precision auto picks here',
                        description='Print the versions, the CPU (model, AVX2, AVX-512, AVX-512 BF16, AMX), threads, CUDA devices and '
                        'the precision `auto` picks on this machine')
@@ -353,8 +355,10 @@ def read_config(fn, parser, own=None, prog='gan_callbacks train') -> dict:
     for k, v in cfg.items():
         key = str(k).replace('-', '_')
         if key not in acts: bad(f"unknown option {k!r} ({prog.split()[-1]} has no --{key.replace('_', '-')})")
-        if key in ('grid', 'ranges'):   # a sweep's space: option to values
-            if not isinstance(v, dict) or not all(isinstance(o, list) for o in v.values()): bad(f"{k} must map options to lists of values, got {v!r}")
+        if key in ('grid', 'ranges'):   # a sweep's space: option to values, or (a grid) a list of configurations
+            listed = key == 'grid' and isinstance(v, list) and all(isinstance(o, dict) for o in v)
+            if not listed and not (isinstance(v, dict) and all(isinstance(o, list) for o in v.values())):
+                bad(f"{k} must map options to lists of values{', or list configurations (mappings)' if key == 'grid' else ''}, got {v!r}")
         elif not _fits(acts[key], v):
             want = (f"one of {', '.join(map(str, acts[key].choices))}" if acts[key].choices else 'true or false' if acts[key].nargs == 0 else
                     'an integer' if acts[key].type in (int, _count) else 'a number' if acts[key].type is float else 'a string')
@@ -395,7 +399,14 @@ def sweep_args(p, argv) -> dict:
             "(CUDA_VISIBLE_DEVICES=N gan_callbacks sweep ...) with the same --storage and --study")
     if 'seed' in options: bad("--seed: a sweep trains each trial on seeds 0..N-1, --seeds N")
     acts = {a.dest: a for a in p.train._actions if a.dest not in _not_config}
-    space = dict(grid=dict(cfg.get('grid', {})), ranges=dict(cfg.get('ranges', {})))
+    space = dict(grid=cfg.get('grid', {}), ranges=dict(cfg.get('ranges', {})))
+    if isinstance(space['grid'], list):   # configurations one by one: each key an option of train, each value one it takes
+        if args.get('grid'): bad(f"--grid: --config {fn} lists its configurations; give the grid in one place")
+        space['grid'] = [{str(k).replace('-', '_'): v for k, v in c.items()} for c in space['grid']]
+        for c in space['grid']:
+            for k, v in c.items():
+                if k not in acts: bad(f"--config {fn}: grid: train has no option --{k.replace('_', '-')}")
+                if not _fits(acts[k], v): bad(f"--config {fn}: grid: {k}: {v!r} is not a value --{k.replace('_', '-')} takes")
     for arg, key, sep in (('--grid', 'grid', ','), ('--range', 'ranges', ':')):
         for item in args.pop(key) or []:
             k, eq, vals = item.partition('=')

@@ -50,6 +50,7 @@ class ReportEpochs(Callback):
                            f"(it has: {', '.join(n for n in names[1:-1] if n != 'train_loss')})")
         v = self.learn.recorder.values[-1][names.index(self.column) - 1]   # values hold no epoch column
         self.trial.report(float(v), self.step0 + self.epoch)
+        self.trial.set_user_attr('alive', time.time())   # what `reclaim(stale_after=)` reads
         if self.trial.should_prune():
             raise _optuna().TrialPruned(f"pruned after epoch {self.epoch}: {self.metric} {float(v):.4g}")
 
@@ -63,11 +64,13 @@ def _live(t, optuna):
     S = optuna.trial.TrialState
     return t.state in (S.WAITING, S.RUNNING, S.COMPLETE, S.PRUNED) and not t.user_attrs.get('stepped_aside')
 
-def reclaim(study) -> list:
-    "Mark failed the running trials of this machine whose process is gone; their numbers"
-    optuna, host, gone = _optuna(), socket.gethostname(), []
+def reclaim(study, stale_after=None) -> list:
+    ("Mark failed the running trials of this machine whose process is gone, and with `stale_after` (seconds) those of any machine "
+     "whose last epoch ended longer ago; their numbers")
+    optuna, host, gone, now = _optuna(), socket.gethostname(), [], time.time()
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        if t.user_attrs.get('host') == host and not _alive(t.user_attrs.get('pid', -1)):
+        here = t.user_attrs.get('host') == host and not _alive(t.user_attrs.get('pid', -1))
+        if here or (stale_after is not None and now - t.user_attrs.get('alive', now) > stale_after):
             study.tell(t.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
             gone.append(t.number)
     return gone
@@ -124,7 +127,7 @@ def _run_trial(study, trial, out, seeds, metric, grid, ranges, options, say):
                                              f"(it has: {', '.join(columns) or 'none'}; swd with --swd)")
     n_epochs = sum(d if o.get(k) is None else o[k] for k, d in zip(('epochs', 'epochs_decay'), run.schedule))   # steps of one seed
     folder, host = out/f'trial_{trial.number:03d}', socket.gethostname()
-    for k, v in dict(host=host, pid=os.getpid(), folder=str(folder.resolve())).items(): trial.set_user_attr(k, v)
+    for k, v in dict(host=host, pid=os.getpid(), folder=str(folder.resolve()), alive=time.time()).items(): trial.set_user_attr(k, v)
     name, scores, diverged, t0 = _name(params), {}, [], time.perf_counter()
     try:
         for i, seed in enumerate(seeds):
@@ -329,7 +332,7 @@ def open_study(storage, study, metric, spec, pruner='median', prune_after=1, sam
     return s
 
 def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seeds=3, metric='psnr', sampler='grid', n_trials=None,
-          storage=None, study='sweep', pruner='median', prune_after=1, command=None, quiet=False, **options):
+          storage=None, study='sweep', pruner='median', prune_after=1, stale_after=None, command=None, quiet=False, **options):
     "Train each configuration of `grid` (or `n_trials` drawn by `sampler` from `grid` and `ranges`) on `seeds` seeds with `train`'s `options`; write the table, plots and best run config to `out`"
     optuna, say = _optuna(), (lambda *a: None) if quiet else (lambda *a: print(*a, flush=True))
     listed = isinstance(grid, (list, tuple))   # configurations one by one, not every combination
@@ -348,11 +351,12 @@ def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seed
     if metric == 'swd': options['swd'] = True
     out = make_out_dir(out)
     if data is not None: check_apart(data, out)
-    storage = storage or f"sqlite:///{(out/'sweep.db').resolve()}"
+    storage = storage or f"sqlite:///{out/'sweep.db'}"
     spec = _plain(dict(metric=metric, sampler=sampler, grid=grid, ranges=ranges, n_trials=n_trials, seeds=seeds,
                        options={k: v for k, v in options.items()}))
     s = open_study(storage, study, metric, spec, pruner, prune_after, sampler)
-    if gone := reclaim(s): say(f"Trials {', '.join(map(str, gone))} of a sweep process no longer running here: marked failed, to be trained again")
+    if gone := reclaim(s, stale_after):
+        say(f"Trials {', '.join(map(str, gone))} of a sweep process no longer running: marked failed, to be trained again")
     n = len(configs) if configs is not None else n_trials
     finished = sum(t.state.is_finished() and not t.user_attrs.get('stepped_aside') for t in s.get_trials(deepcopy=False)
                    if t.state != optuna.trial.TrialState.FAIL)
