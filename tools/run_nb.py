@@ -103,7 +103,7 @@ def run(nb_path, all_text=False, cells=None, refresh=False):
     n = sum(bool(c['outputs']) for c in code)
     print(f"{nb_path.name}: outputs stored in {n} of {len(code)} code cells")
 
-clock = re.compile(r'\b\d+:\d\d\b')   # the time columns of fastai's tables
+clock = re.compile(r'\b\d+:\d\d\b|\(\d+ s\)')   # the time columns of fastai's tables, a sweep's seconds per run
 
 def texts(outs):
     "The text of `outs` (streams and plain results), times masked, and how many pictures they hold"

@@ -213,7 +213,7 @@ def sweep_table(rows, metric) -> str:
     for i, r in enumerate(rows):
         mark = 'best' if i == 0 and r['state'] == 'complete' else r['state'] if r['state'] != 'complete' else ''
         seeds = f"{r['seeds']}" + (f" (+{r['diverged']} diverged)" if r['diverged'] else '')
-        lines.append(f"| {mark} | {r['trial']} | {_name(r['params'])} | " + ' | '.join(fmt(r, m) for m in ms) + f" | {seeds} | {r['minutes']:.1f} |")
+        lines.append(f"| {mark} | {r['trial']} | {_name(r['params'])} | " + ' | '.join(fmt(r, m) for m in ms) + f" | {seeds} | {r['minutes']:.0f} |")
     return '\n'.join(lines)
 
 # %% ../../nbs/10g_sweeps.ipynb #99f351b7
