@@ -30,7 +30,7 @@ from gan_callbacks.nets.networks import UnetGenerator, ResnetGenerator
 from gan_callbacks.gans.pix2pix import pix2pix_learner, unet_depth
 from gan_callbacks.gans.cyclegan import cyclegan_learner
 from gan_callbacks.gans.cut import cut_learner
-from gan_callbacks.data.label_maps import LabelDataLoaders, sample_labels, colour_labels
+from gan_callbacks.data.label_maps import LabelDataLoaders, sample_labels
 from gan_callbacks.nets.hd_networks import GlobalGenerator
 from gan_callbacks.gans.pix2pixhd import pix2pixhd_learner
 from gan_callbacks.cli.sweeps import sweep

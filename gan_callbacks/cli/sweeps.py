@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10g_sweeps.ipynb #3436075c
 from __future__ import annotations
-import contextlib, itertools, math, os, socket, statistics, sys, time, warnings
+import contextlib, itertools, math, os, socket, statistics, time, warnings
 from pathlib import Path
 from fastai.callback.core import Callback
 from .preflight import CLIError, make_out_dir, check_apart, release_locks, _alive
@@ -118,10 +118,11 @@ def run_trial(study, trial, out, seeds, metric, grid, ranges, options, say=print
         raise
 
 def _run_trial(study, trial, out, seeds, metric, grid, ranges, options, say):
+    "`run_trial`'s work: the configuration, its seeds, the scores told"
     optuna = _optuna()
     params = _suggest(trial, grid, ranges)
     o = {**options, **{k: v for k, v in params.items() if v is not None}}   # `None`: the option's default
-    run = train_runs.get(o.get('model', 'pix2pix'), train_runs['pix2pix'])   # an unknown model: `train` says so
+    run = train_runs[o.get('model', 'pix2pix')]   # a known model: `_check_models` said so
     columns = {**run.columns, **({'swd': 'swd'} if o.get('swd') else {})}
     if metric not in columns: raise CLIError(f"--metric {metric}: --model {o.get('model', 'pix2pix')} has no validation {metric} "
                                              f"(it has: {', '.join(columns) or 'none'}; swd with --swd)")
