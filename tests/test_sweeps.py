@@ -182,6 +182,9 @@ def test_a_list_of_configurations_and_options_their_model_lacks(tiny, unpaired, 
     cfg.write_text(f"data: {tiny}\ngrid:\n- {{num_d: two}}\n")
     assert run_cli(['sweep', '--config', cfg, '--out', tmp_path/'x', *TINY]) == 2
     assert "grid: num_d: 'two' is not a value --num-d takes" in one_line(capsys.readouterr().err)
+    cfg.write_text(f"data: {tiny}\ngrid: {{lambda-l1: [10, x]}}\n")   # a mapping's every value checked
+    assert run_cli(['sweep', '--config', cfg, '--out', tmp_path/'x', *TINY]) == 2
+    assert "grid: lambda_l1: 'x' is not a value --lambda-l1 takes" in one_line(capsys.readouterr().err)
 
 def test_reclaim_takes_back_a_gone_process_here_and_a_stale_trial_anywhere(tmp_path):
     import socket, time

@@ -400,13 +400,14 @@ def sweep_args(p, argv) -> dict:
     if 'seed' in options: bad("--seed: a sweep trains each trial on seeds 0..N-1, --seeds N")
     acts = {a.dest: a for a in p.train._actions if a.dest not in _not_config}
     space = dict(grid=cfg.get('grid', {}), ranges=dict(cfg.get('ranges', {})))
-    if isinstance(space['grid'], list):   # configurations one by one: each key an option of train, each value one it takes
-        if args.get('grid'): bad(f"--grid: --config {fn} lists its configurations; give the grid in one place")
-        space['grid'] = [{str(k).replace('-', '_'): v for k, v in c.items()} for c in space['grid']]
-        for c in space['grid']:
-            for k, v in c.items():
-                if k not in acts: bad(f"--config {fn}: grid: train has no option --{k.replace('_', '-')}")
-                if not _fits(acts[k], v): bad(f"--config {fn}: grid: {k}: {v!r} is not a value --{k.replace('_', '-')} takes")
+    listed = isinstance(space['grid'], list)   # configurations one by one, else option: values
+    if listed and args.get('grid'): bad(f"--grid: --config {fn} lists its configurations; give the grid in one place")
+    space['grid'] = ([{str(k).replace('-', '_'): v for k, v in c.items()} for c in space['grid']] if listed else
+                     {str(k).replace('-', '_'): v for k, v in space['grid'].items()})
+    pairs = [kv for c in space['grid'] for kv in c.items()] if listed else [(k, v) for k, vs in space['grid'].items() for v in vs]
+    for k, v in pairs:   # each key an option of train, each value one it takes
+        if k not in acts: bad(f"--config {fn}: grid: train has no option --{k.replace('_', '-')}")
+        if not _fits(acts[k], v): bad(f"--config {fn}: grid: {k}: {v!r} is not a value --{k.replace('_', '-')} takes")
     for arg, key, sep in (('--grid', 'grid', ','), ('--range', 'ranges', ':')):
         for item in args.pop(key) or []:
             k, eq, vals = item.partition('=')
