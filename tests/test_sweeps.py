@@ -198,3 +198,16 @@ def test_reclaim_takes_back_a_gone_process_here_and_a_stale_trial_anywhere(tmp_p
     assert reclaim(s) == [0]
     assert reclaim(s, stale_after=3600) == [3]
     assert [t.state.name for t in s.get_trials()] == ['FAIL', 'RUNNING', 'RUNNING', 'FAIL']
+
+def test_optuna_samplers_draw_n_trials_from_ranges_and_a_grid(tiny, tmp_path):
+    from gan_callbacks.cli.sweeps import sweep
+    o = dict(epochs=1, epochs_decay=0, bs=4, load_size=36, crop_size=32, ngf=8, n_samples=1)
+    s = sweep(data=tiny, out=tmp_path/'sw', grid=dict(gan_mode=['vanilla', 'lsgan']), ranges=dict(lr=(1e-4, 1e-3, 'log'), lambda_l1=(10, 100)),
+              sampler='random', n_trials=3, seeds=1, metric='l1', quiet=True, **o)
+    trials = s.get_trials()
+    assert len(trials) == 3 and all(t.state.name == 'COMPLETE' for t in trials)
+    for t in trials:
+        assert 1e-4 <= t.params['lr'] <= 1e-3 and isinstance(t.params['lambda_l1'], int) and t.params['gan_mode'] in ('vanilla', 'lsgan')
+        run = (tmp_path/'sw'/f'trial_{t.number:03d}'/'seed_0'/'run.yaml').read_text()
+        assert f"lr: {t.params['lr']}" in run and f"lambda_l1: {t.params['lambda_l1']}" in run   # what was drawn is what trained
+    assert len({t.params['lr'] for t in trials}) == 3
