@@ -211,3 +211,18 @@ def test_optuna_samplers_draw_n_trials_from_ranges_and_a_grid(tiny, tmp_path):
         run = (tmp_path/'sw'/f'trial_{t.number:03d}'/'seed_0'/'run.yaml').read_text()
         assert f"lr: {t.params['lr']}" in run and f"lambda_l1: {t.params['lambda_l1']}" in run   # what was drawn is what trained
     assert len({t.params['lr'] for t in trials}) == 3
+
+_OPEN = """
+import sys, optuna
+from gan_callbacks.cli.sweeps import _storage
+_storage(optuna, sys.argv[1])
+"""
+
+@pytest.mark.slow
+def test_workers_started_together_on_a_new_database_all_open_it(tmp_path):
+    "Each creates the new file's tables; the later ones met an IntegrityError on alembic's version row, about one round in two"
+    for r in range(3):
+        url = f"sqlite:///{tmp_path/f'new{r}.db'}"
+        ps = [subprocess.Popen([sys.executable, '-c', _OPEN, url], stderr=subprocess.PIPE, text=True) for _ in range(5)]
+        errs = [p.communicate(timeout=300)[1] for p in ps]
+        assert [p.returncode for p in ps] == [0] * 5, [e.strip().splitlines()[-1] for e in errs if e.strip()]

@@ -302,10 +302,14 @@ def _check_models(configs, options):
         if bad := sorted(set(o) - common - set(inspect.signature(train_runs[model]).parameters)):
             raise CLIError(f"{_name(c)}: --{bad[0].replace('_', '-')} is not an option of --model {model}")
 
-def _storage(optuna, url):
+def _storage(optuna, url, tries=5):
     "Optuna's storage at `url`; SQLite waits for a busy file instead of failing, as workers share it"
-    if url.startswith('sqlite'): return optuna.storages.RDBStorage(url, engine_kwargs=dict(connect_args=dict(timeout=120)))
-    return optuna.storages.RDBStorage(url)
+    kw = dict(engine_kwargs=dict(connect_args=dict(timeout=120))) if url.startswith('sqlite') else {}
+    for i in range(tries):
+        try: return optuna.storages.RDBStorage(url, **kw)
+        except Exception as e:   # workers started together on a new database both create its tables: the later one reads them
+            if i == tries - 1 or type(e).__name__ not in ('IntegrityError', 'OperationalError'): raise
+            time.sleep(0.2 * (i + 1))
 
 def _plain(o):
     "`o` as YAML and JSON keep it: paths as strings, tuples as lists"
