@@ -88,9 +88,9 @@ def next_trial(study, configs=None, n_trials=None):
         if not free: return None
         study.enqueue_trial(free[0])
         trial = study.ask()   # a waiting trial: this one, or one another worker enqueued
-        mine = next(t for t in study.get_trials(deepcopy=False) if t.number == trial.number)
-        p = _params(mine)
-        if p in configs and not any(_params(t) == p and t.number < trial.number for t in trials): return trial
+        now = study.get_trials(deepcopy=False)   # read again: another worker may have enqueued the same configuration meanwhile
+        p = _params(next(t for t in now if t.number == trial.number))
+        if p in configs and not any(_live(t, optuna) and _params(t) == p and t.number < trial.number for t in now): return trial
         trial.set_user_attr('stepped_aside', True)   # a trial of the same configuration came first
         study.tell(trial, state=optuna.trial.TrialState.FAIL)
 
