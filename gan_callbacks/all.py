@@ -37,6 +37,7 @@ from .trainer.learner import *
 from .trainer.distributed import *
 from .trainer.pairing import *
 from .trainer.image_pool import *
+from .trainer.registry import *
 from .gans.pix2pix import *
 from .gans.cyclegan import *
 from .gans.cut import *
@@ -59,5 +60,5 @@ from .cli.runs import *
 from .cli.parser import *
 from .cli.sweeps import *
 from .cli.commands import *
-_modules = ('v1.bridge', 'nets.networks', 'nets.losses', 'nets.hd_networks', 'nets.hd_losses', 'nets.inception', 'nets.lpips', 'data.images', 'data.samples', 'data.fast_loader', 'data.folders', 'data.label_maps', 'data.tools', 'stabilizers.diffaugment', 'stabilizers.ema', 'stabilizers.regularize', 'stabilizers.recipes', 'trainer.optim', 'trainer.progress', 'trainer.updates', 'trainer.precision', 'trainer.nonfinite', 'trainer.loss_log', 'trainer.discriminator_updates', 'trainer.test_mode', 'trainer.base', 'trainer.learner', 'trainer.distributed', 'trainer.pairing', 'trainer.image_pool', 'gans.pix2pix', 'gans.cyclegan', 'gans.cut', 'gans.pix2pixhd', 'callback.checkpoint', 'callback.grids', 'callback.loggers', 'deploy.inference', 'deploy.state_dicts', 'deploy.model_folder', 'deploy.interop', 'deploy.webapp', 'metrics.scores', 'metrics.swd', 'metrics.evaluation', 'atomic', 'cli.preflight', 'cli.interrupts', 'cli.runs', 'cli.parser', 'cli.sweeps', 'cli.commands')
+_modules = ('v1.bridge', 'nets.networks', 'nets.losses', 'nets.hd_networks', 'nets.hd_losses', 'nets.inception', 'nets.lpips', 'data.images', 'data.samples', 'data.fast_loader', 'data.folders', 'data.label_maps', 'data.tools', 'stabilizers.diffaugment', 'stabilizers.ema', 'stabilizers.regularize', 'stabilizers.recipes', 'trainer.optim', 'trainer.progress', 'trainer.updates', 'trainer.precision', 'trainer.nonfinite', 'trainer.loss_log', 'trainer.discriminator_updates', 'trainer.test_mode', 'trainer.base', 'trainer.learner', 'trainer.distributed', 'trainer.pairing', 'trainer.image_pool', 'trainer.registry', 'gans.pix2pix', 'gans.cyclegan', 'gans.cut', 'gans.pix2pixhd', 'callback.checkpoint', 'callback.grids', 'callback.loggers', 'deploy.inference', 'deploy.state_dicts', 'deploy.model_folder', 'deploy.interop', 'deploy.webapp', 'metrics.scores', 'metrics.swd', 'metrics.evaluation', 'atomic', 'cli.preflight', 'cli.interrupts', 'cli.runs', 'cli.parser', 'cli.sweeps', 'cli.commands')
 __all__ = list(dict.fromkeys(n for m in _modules for n in importlib.import_module(f'gan_callbacks.{m}').__all__))

@@ -21,7 +21,7 @@ from ..trainer.distributed import unwrap, share_module
 from ..data.folders import unpaired_batch, domain_channels
 
 # %% auto #0
-__all__ = ['cut_modes', 'CUTTrainer', 'cut_learner']
+__all__ = ['cut_modes', 'cut_model', 'fastcut_model', 'CUTTrainer', 'cut_learner']
 
 # %% ../../nbs/02c_cut.ipynb #d8c84757
 cut_modes = {'cut':     dict(lambda_nce=1.,  nce_idt=True,  flip_equivariance=False, n_epochs=200, n_epochs_decay=200),
@@ -203,3 +203,18 @@ def cut_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|None
     if a != b: raise ValueError(_same_ch.format(a, b))
     generator = generator or init_weights(ResnetGenerator(a, a, **{'antialias': True, 'antialias_up': True, **g_kwargs}), 'xavier')
     return gan_learner(dls, generator, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)
+
+# %% ../../nbs/02c_cut.ipynb #1a3a8516
+from ..trainer.registry import GANModel, register_model
+from ..data.folders import UnpairedDataLoaders
+from ..data.samples import sample_unpaired
+
+def _cut_model(mode, title):
+    m = cut_modes[mode]
+    return register_model(GANModel(
+        mode, title, CUTTrainer, cut_learner, 'unpaired', UnpairedDataLoaders.from_folder, sample_unpaired,
+        schedule=(m['n_epochs'], m['n_epochs_decay']), columns={'l1': 'true_l1'}, defaults=dict(mode=mode),
+        tiny=dict(ngf=8, n_blocks=1), tiny_data=dict(sample=dict(n_train=4, n_test=2, size=32),
+                                                      loaders=dict(load_size=36, crop_size=32, bs=2, num_downs=2))))
+
+cut_model, fastcut_model = _cut_model('cut', 'CUT'), _cut_model('fastcut', 'FastCUT')

@@ -24,7 +24,7 @@ from ..trainer.distributed import unwrap
 from ..data.folders import unpaired_batch, domain_channels
 
 # %% auto #0
-__all__ = ['CycleGANModel', 'CycleGANTrainer', 'cyclegan_learner']
+__all__ = ['cyclegan_model', 'CycleGANModel', 'CycleGANTrainer', 'cyclegan_learner']
 
 # %% ../../nbs/02b_cyclegan.ipynb #b089307e
 class CycleGANModel(nn.Module):
@@ -175,3 +175,13 @@ def cyclegan_learner(dls, g_a:nn.Module|None=None, g_b:nn.Module|None=None, d_a:
         g_a, g_b = g_a or ResnetGenerator(a, b, **g_kwargs), g_b or ResnetGenerator(b, a, **g_kwargs)
     model = CycleGANModel(g_a, g_b, identity=lambda_idt > 0)
     return gan_learner(dls, model, trainer, cbs, loss_func=trainer.generator_loss, opt_func=opt_func, **kwargs)
+
+# %% ../../nbs/02b_cyclegan.ipynb #e7872ea1
+from ..trainer.registry import GANModel, register_model
+from ..data.folders import UnpairedDataLoaders
+from ..data.samples import sample_unpaired
+
+_tiny_unpaired = dict(sample=dict(n_train=4, n_test=2, size=32), loaders=dict(load_size=36, crop_size=32, bs=2, num_downs=2))
+cyclegan_model = register_model(GANModel(
+    'cyclegan', 'CycleGAN', CycleGANTrainer, cyclegan_learner, 'unpaired', UnpairedDataLoaders.from_folder, sample_unpaired,
+    columns={'l1': 'true_l1'}, tiny=dict(ngf=8, n_blocks=1), tiny_data=_tiny_unpaired))

@@ -22,7 +22,7 @@ from ..data.folders import domain_channels
 
 
 # %% auto #0
-__all__ = ['Pix2pixTrainer', 'unet_depth', 'pix2pix_learner']
+__all__ = ['pix2pix_model', 'Pix2pixTrainer', 'unet_depth', 'pix2pix_learner']
 
 # %% ../../nbs/02a_pix2pix.ipynb #aef0147c
 def _check_d_channels(D, A, B):
@@ -126,3 +126,13 @@ def pix2pix_learner(dls, generator:nn.Module|None=None, discriminator:nn.Module|
     trainer_kwargs, cbs = with_recipe(recipe, trainer_kwargs, cbs)
     trainer = Pix2pixTrainer(discriminator, **trainer_kwargs)
     return gan_learner(dls, generator, trainer, cbs, loss_func=loss_func or L1LossFlat(), opt_func=opt_func, **kwargs)
+
+# %% ../../nbs/02a_pix2pix.ipynb #f736ec1a
+from ..trainer.registry import GANModel, register_model
+from ..data.folders import Pix2pixDataLoaders
+from ..data.samples import sample_pairs
+
+pix2pix_model = register_model(GANModel(
+    'pix2pix', 'pix2pix', Pix2pixTrainer, pix2pix_learner, 'paired', Pix2pixDataLoaders.from_folder, sample_pairs,
+    columns={'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'},
+    tiny=dict(ngf=8), tiny_data=dict(sample=dict(n_train=8, n_valid=2, size=32), loaders=dict(load_size=36, crop_size=32, bs=4))))

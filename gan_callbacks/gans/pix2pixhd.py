@@ -24,7 +24,7 @@ from ..internals import is_tensorboard_callback
 from ..data.label_maps import tensorboard_label_maps
 
 # %% auto #0
-__all__ = ['hd_recipes', 'hd_generators', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
+__all__ = ['hd_recipes', 'hd_generators', 'pix2pixhd_model', 'Pix2pixHDTrainer', 'pix2pixhd_learner', 'pix2pixhd_schedule']
 
 # %% ../../nbs/02d_pix2pixhd.ipynb #2d0bc753
 _no_vgg = ("Pix2pixHDTrainer: no VGG19 weights at {} (torchvision's file, never downloaded here): the VGG perceptual term is off. "
@@ -157,3 +157,13 @@ def pix2pixhd_schedule(lr:float, n_epochs:int, n_epochs_decay:int):
 def fit_pix2pixhd(self:Learner, n_epochs:int=100, n_epochs_decay:int=100, lr:float=2e-4, cbs=None, **kwargs):
     "Fit with pix2pixHD's schedule (`pix2pixhd_schedule`): 100 epochs at 2e-4, then 100 decaying linearly"
     self.fit_gan(n_epochs, n_epochs_decay, lr, cbs, schedule=pix2pixhd_schedule, **kwargs)
+
+# %% ../../nbs/02d_pix2pixhd.ipynb #393af563
+from ..trainer.registry import GANModel, register_model
+from ..data.label_maps import LabelDataLoaders, sample_labels
+
+pix2pixhd_model = register_model(GANModel(
+    'pix2pixhd', 'pix2pixHD', Pix2pixHDTrainer, pix2pixhd_learner, 'labels', LabelDataLoaders.from_folder, sample_labels,
+    fit='fit_pix2pixhd', columns={'l1': 'valid_loss'}, folder=('label_nc', 'instance'),
+    tiny=dict(ngf=8, n_downsampling=2, n_blocks=1, ndf=8, vgg=False),
+    tiny_data=dict(sample=dict(n_train=4, n_valid=2, size=32, label_nc=4), loaders=dict(label_nc=4, load_size=32, bs=2))))
