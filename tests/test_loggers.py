@@ -160,3 +160,21 @@ def test_all_brings_the_loggers_and_the_readme_snippet_runs(pairs, tmp_path):
         learn.fit_gan(2, 1, cbs=[ns['TensorBoardGAN'](tmp_path/'runs'), ns['ValidateEvery'](2), best, ns['EarlyStop']('valid_loss', patience=4)])
     assert best.best_epoch in (1, 2) and best.export_best('best.pkl') == 'best.pkl' and (tmp_path/'best.pkl').is_file()
     assert any(f.name.startswith('events') for f in (tmp_path/'runs').rglob('*'))
+
+def test_keep_best_writes_the_best_epoch_as_a_model_folder(pairs, tmp_path):
+    "`--keep-best`: `best/` is a model folder of the best epoch's generator beside `generator/`, the last; summary.json says which epoch each holds"
+    from gan_callbacks.deploy.interop import load_generator
+    out = tmp_path/'run'
+    args = ['train', '--data', pairs, '--out', out, '--epochs', 3, '--epochs-decay', 0, '--bs', 2, '--load-size', 32, '--crop-size', 32,
+            '--ngf', 4, '--lr', 1e-3, '--n-samples', 1, '--seed', 0, '--keep-best', 'l1']
+    assert run_cli(args) == 0
+    s = json.loads((out/'summary.json').read_text())
+    assert s['last_epoch'] == 2 and s['best']['folder'] == 'best' and 0 <= s['best']['epoch'] <= 2
+    cfg = json.loads((out/'best'/'config.json').read_text())
+    assert cfg['scores']['epoch'] == s['best']['epoch'] and cfg['training']['model'] == 'pix2pix'
+    best, pkl = load_generator(out/'best'), load_generator(out/'best_generator.pkl', trust_pickle=True)
+    assert all(torch.equal(a, b) for a, b in zip(best.state_dict().values(), pkl.state_dict().values()))
+    last = load_generator(out/'generator')
+    same = all(torch.equal(a, b) for a, b in zip(best.state_dict().values(), last.state_dict().values()))
+    assert same == (s['best']['epoch'] == 2)   # the best folder is the last only when the last epoch was the best
+    assert run_cli(['translate', '--model', out/'best', '--input', pairs/'val', '--output', tmp_path/'t', '--aligned']) == 0

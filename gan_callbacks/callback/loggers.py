@@ -4,6 +4,7 @@
 
 # %% ../../nbs/07b_loggers.ipynb #d359dc67
 from __future__ import annotations
+from contextlib import contextmanager
 import torch
 from fastcore.basics import store_attr
 from fastcore.foundation import L
@@ -197,15 +198,19 @@ class KeepBest(TrackerCallback):
         if st['best_is_model']: w = _host_copy(self.learn.model)
         self.best_state = None if w is None else {k: v.cpu() for k, v in w.items()}
 
+    @contextmanager
+    def best_weights(self):
+        "The best weights in the model for the time of a `with` block, the model keeping its own afterwards"
+        m = unwrap(self.fitted.model)
+        last = {k: v.detach().clone() for k, v in m.state_dict().items()}
+        m.load_state_dict(self.best_state)
+        try: yield m
+        finally: m.load_state_dict(last)
+
     def export_best(self, fname):
         "`learn.export(fname)` with the best weights, the model keeping its own afterwards"
         if self.best_state is None: return None
-        learn = self.fitted
-        m = unwrap(learn.model)
-        last = {k: v.detach().clone() for k, v in m.state_dict().items()}
-        m.load_state_dict(self.best_state)
-        try: export_learner(learn, fname)
-        finally: m.load_state_dict(last)
+        with self.best_weights(): export_learner(self.fitted, fname)
         return fname
 
 class EarlyStop(EarlyStoppingCallback):

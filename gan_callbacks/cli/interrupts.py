@@ -9,7 +9,6 @@ from contextlib import contextmanager
 from pathlib import Path
 from ..callback.checkpoint import find_checkpoint, export_learner
 from ..atomic import Terminated, signals_deferred
-from ..deploy.inference import test_mode_of
 from ..deploy.model_folder import write_model_folder
 from ..stabilizers.ema import find_ema
 from fastai.torch_core import rank_distrib
@@ -17,7 +16,8 @@ from ..trainer.distributed import distrib_fit
 from .preflight import CLIError, release_locks
 
 # %% auto #0
-__all__ = ['Interrupted', 'how_stopped', 'interruptible', 'fit_interruptible', 'after_fit_interrupted', 'run_ended']
+__all__ = ['Interrupted', 'how_stopped', 'interruptible', 'write_generator', 'fit_interruptible', 'after_fit_interrupted',
+           'run_ended']
 
 # %% ../../nbs/10e_interrupts.ipynb #1a685aa4
 class Interrupted(Exception):
@@ -47,17 +47,18 @@ def interruptible(learn, ckpt):
 
 _fitted = []   # the Learner whose fit ended, while `train` writes its results (rank 0)
 
-def _write_generator(learn):
-    "The generator files `train` writes (a model folder and fastai's export), when stopped after the last epoch"
+def write_generator(learn, settings:dict, training:dict, scores:dict|None=None, sample=None, folder='generator', pkl='generator.pkl'):
+    "The one writer of a run's generator, on every path: the model folder `folder/` (what G takes in `settings`) and fastai's export `pkl`"
     out = Path(learn.path)
-    learn.logger = print   # the stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
+    learn.logger = print   # a stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
     if (ema := find_ema(learn)) is not None: ema.swap_in()   # the moving average, as after a complete run
-    export_learner(learn, 'generator.pkl')
-    write_model_folder(learn.model, out/'generator', dict(size=learn.dls.crop_size, test_mode=test_mode_of(learn)))
-    return out/'generator'
+    export_learner(learn, pkl)
+    write_model_folder(learn.model, out/folder, settings, training=training, scores=scores, sample=sample)
+    return out/folder
 
-def fit_interruptible(learn, ckpt, fit, *args, **kwargs):
-    "Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C or SIGTERM becoming `Interrupted`"
+def fit_interruptible(learn, ckpt, fit, *args, generator:dict, **kwargs):
+    ("Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C or SIGTERM becoming `Interrupted`; "
+     "stopped after its last epoch, the generator is written with `generator`, `write_generator`'s settings and training record")
     if ckpt.resume is True and find_checkpoint(learn, ckpt.fname, interrupted=True) is None:
         d = Path(learn.path)/learn.model_dir
         raise CLIError(f"--resume: nothing to resume in {d} (no {ckpt.fname}_epoch*.pth, no {ckpt.fname}_interrupted.pth)")
@@ -65,17 +66,17 @@ def fit_interruptible(learn, ckpt, fit, *args, **kwargs):
         with interruptible(learn, ckpt), distrib_fit(learn): fit(*args, **kwargs)
     except Interrupted as e:
         if e.last and not rank_distrib():   # the fit is complete: its generator is kept
-            with signals_deferred(): g = _write_generator(learn)
+            with signals_deferred(): g = write_generator(learn, **generator)
             raise Interrupted(f"{e}; the generator is in {g}", True, e.code) from None
         raise
-    if not rank_distrib(): _fitted.append(learn)
+    if not rank_distrib(): _fitted.append((learn, generator))
 
 def after_fit_interrupted(e):
     "Ctrl-C or SIGTERM while `train` wrote the results of a complete fit: the generator is still written; an `Interrupted`, else `None`"
     if not _fitted: return None
-    learn = _fitted.pop()
+    learn, generator = _fitted.pop()
     how, code = how_stopped(e)
-    with signals_deferred(): g = _write_generator(learn)
+    with signals_deferred(): g = write_generator(learn, **generator)
     return Interrupted(f"training {how} after its last epoch, while its results were written; the generator is in {g}", True, code)
 
 def run_ended():

@@ -62,7 +62,7 @@ def check_not_over_input(files, output):
 
 _data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
 
-_run_files = ('summary.json', 'history.csv', 'generator.pkl', 'generator', 'checkpoints')   # what `train` writes into `--out`
+_run_files = ('summary.json', 'history.csv', 'generator.pkl', 'generator', 'best_generator.pkl', 'best', 'checkpoints')   # what `train` writes into `--out`
 
 def check_run_out(out, resume=False, overwrite=False):
     "Refuse, before anything is written, an `out` holding an earlier run (unless resumed or `overwrite`) or a `generator/` not a model folder"

@@ -19,7 +19,7 @@ from ..gans.cyclegan import CycleGANTrainer, cyclegan_learner
 from ..gans.cut import CUTTrainer, cut_learner, cut_modes
 from ..callback.checkpoint import GANCheckpoint, export_learner
 from ..atomic import atomic_write
-from .interrupts import Interrupted, how_stopped, interruptible, fit_interruptible, after_fit_interrupted, run_ended
+from .interrupts import Interrupted, how_stopped, interruptible, fit_interruptible, after_fit_interrupted, run_ended, write_generator
 from ..data.folders import Pix2pixDataLoaders, UnpairedDataLoaders, deep_dataloaders, get_pairs
 from ..data.samples import sample_pairs, sample_unpaired
 from ..data.images import image_modes, open_image, is_deep_folder, bit_depth
@@ -187,29 +187,33 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
     if not rank:
         print(f"{run.describe(data, learn.dls, crop_size, trained_in)} for {epochs}+{epochs_decay} epochs, on {learn.dls.device}", flush=True)
         if why: print(f"precision auto: {trained_in} ({why})", flush=True)
+    item = learn.dls.train_ds.items[0]
+    bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
+    generator = dict(settings=dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits), **label_inputs(learn.dls)),
+                     training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
+                                   crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=trained_in, precision_asked=precision, seed=seed,
+                                   recipe=recipe, **run.stabilizers))   # what `write_generator` records, on every path
     try:
         with warnings.catch_warnings():
             warnings.simplefilter('ignore', EmulatedBF16Warning)   # said above, in one line
-            fit_interruptible(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs)
+            fit_interruptible(learn, ckpt, getattr(learn, run.fit), epochs, epochs_decay, lr=lr, cbs=cbs, generator=generator)
     finally:
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
     if (ema := find_ema(learn)) is not None: ema.swap_in()   # the run keeps the moving average (a next fit puts the training weights back)
-    export_learner(learn, 'generator.pkl')
     summary, lines = run.summary(learn, data, out, grid)
-    if keep and keep.export_best('best_generator.pkl'):
-        summary['best'] = dict(metric=keep_best, column=monitor, epoch=keep.best_epoch, score=float(keep.best))
+    summary['last_epoch'] = len(learn.recorder.values) - 1   # what generator/ holds, counted from 0 as history.csv counts
+    if keep and keep.best_state is not None:
         e = keep.best_epoch   # counted from 0, as history.csv, summary.json and the file names count
-        lines.append(f"  best_generator.pkl  the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}); generator.pkl is the last")
+        summary['best'] = dict(metric=keep_best, column=monitor, epoch=e, score=float(keep.best), folder='best')
+        with keep.best_weights():
+            write_generator(learn, **generator, scores=dict(summary, epoch=e), sample=p if (p := out/grid.fname.format(epoch=e)).is_file() else None,
+                            folder='best', pkl='best_generator.pkl')
+        lines.append(f"  best/           the generator of epoch {e} ({grid.fname.format(epoch=e)}), the best {keep_best} ({float(keep.best):.4f}), "
+                     f"as a model folder (and best_generator.pkl); generator/ is the last, epoch {summary['last_epoch']}")
     summary['precision'] = dict(trained_in=trained_in, asked=precision, **({'why': why} if why else {}))
     atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
-    item = learn.dls.train_ds.items[0]
-    bits = bit_depth(item[0] if isinstance(item, (tuple, list)) else item)   # 8, or 16/32 for deep images
-    write_model_folder(learn.model, out/'generator', dict(size=crop_size, test_mode=test_mode_of(learn), normalization=dict(bit_depth=bits), **label_inputs(learn.dls)),
-                       scores=summary, sample=grid.files[-1],
-                       training=dict(model=model, data=str(data), epochs=epochs, epochs_decay=epochs_decay, bs=bs, load_size=load_size,
-                                     crop_size=crop_size, lr=lr, ngf=ngf, **run.options(), precision=trained_in, precision_asked=precision, seed=seed,
-                                     recipe=recipe, **run.stabilizers))
+    write_generator(learn, **generator, scores=summary, sample=grid.files[-1])
     print('\n'.join(lines))
     release_locks()   # the run is over: its folder is free again
     return learn
