@@ -20,7 +20,7 @@ from ..trainer.test_mode import test_modes
 from ..nets.losses import gan_modes
 from ..gans.cut import cut_modes
 from ..metrics.evaluation import evaluate
-from ..data.tools import DatasetError, combine, split, check_dataset, format_check
+from ..data.tools import DatasetError, data_tool
 from .sweeps import sweep, sweep_metrics, sweep_samplers
 from ..deploy.state_dicts import InteropError
 from ..deploy.interop import read_generator, export_generator, export_formats
@@ -35,7 +35,7 @@ from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_end
 from ..stabilizers.recipes import Stabilizers, recipes
 
 # %% auto #0
-__all__ = ['translate', 'app', 'evaluate_cmd', 'data_tool', 'resume_command', 'run_command', 'cli_facts', 'write_cli_facts']
+__all__ = ['translate', 'app', 'evaluate_cmd', 'resume_command', 'run_command', 'cli_facts', 'write_cli_facts']
 
 # %% ../../nbs/10b_commands.ipynb #fa14c742
 def translate(model, input, output, aligned=False, test_mode=None, preprocess=None, load_size=None, network_size=False, netG=None,
@@ -139,21 +139,6 @@ def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=Fal
             with contextlib.suppress(OSError): Path(out).rmdir()
         if isinstance(e, (ValueError, OSError)): raise CLIError(_worker_error(e)) from None
         raise
-
-def data_tool(tool, **kwargs):
-    "`gan_callbacks data combine|split|check`: the dataset tools, each saying what it did"
-    if tool == 'check':
-        r = check_dataset(kwargs['path'])
-        return print(json.dumps(r, indent=1) if kwargs['json'] else format_check(r))
-    if tool == 'combine':
-        r = combine(**kwargs)
-        print(f"Paired {r['pairs']} images into {r['out']}/ ({r['layout']})" +
-              (f"; {len(r['unmatched'])} without a partner, left out: {', '.join(r['unmatched'][:5])}" if r['unmatched'] else ''))
-    else:
-        r = split(kwargs['src'], kwargs['out'], kwargs['fractions'], kwargs['seed'], kwargs['link'])
-        print(f"Split {r['train'] + r['val'] + r['test']} pairs ({r['layout']}) into {r['out']}/: "
-              f"train {r['train']}, val {r['val']}, test {r['test']} ({'links' if kwargs['link'] else 'copies'})")
-    print(format_check(check_dataset(r['out'])))
 
 def _worker_error(e):
     "The message of exception `e` without the traceback a DataLoader worker process wraps it in"

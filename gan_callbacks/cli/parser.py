@@ -258,8 +258,8 @@ def _parser():
                         description='Make a folder of your own into the layouts train reads, and look it over first; the data is only read, '
                                     'nothing is written into it or over a file')
     dsub = dt.add_subparsers(dest='tool', required=True)
-    c = dsub.add_parser('combine', help='pair the images of folders A and B by name: A|B images, or A/ and B/ of links (--layout separate)')
-    c.add_argument('a', help='folder of the A images'); c.add_argument('b', help='folder of the B images (the same file names)')
+    c = dsub.add_parser('combine', help='pair the images of folders A and B by name, the extension aside: A|B images, or A/ and B/ of links (--layout separate)')
+    c.add_argument('a', help='folder of the A images'); c.add_argument('b', help='folder of the B images (the same file names, any extension)')
     c.add_argument('out', help='a new folder')
     c.add_argument('--layout', choices=('aligned', 'separate'), default='aligned')
     s = dsub.add_parser('split', help='deal the pairs of a folder at random into train/, val/ and test/')
@@ -267,7 +267,7 @@ def _parser():
     s.add_argument('--fractions', type=float, nargs='+', default=[0.8, 0.1, 0.1], metavar='F', help='train, val[, test]; summing to 1')
     s.add_argument('--seed', type=int, default=0)
     s.add_argument('--link', action='store_true', help='symbolic links to the originals instead of copies')
-    k = dsub.add_parser('check', help='what train will see: layout, counts, sizes, channels, bit depths, unreadable, unmatched, duplicates')
+    k = dsub.add_parser('check', help='what train will see, every image decoded: layout, counts, sizes, channels, bit depths, unreadable, unmatched, pairs of two sizes, duplicates, and the train command that runs')
     k.add_argument('path', help='a dataset folder (or a folder of images)')
     k.add_argument('--json', action='store_true', help='as JSON')
     w = p.sweep = sub.add_parser('sweep', allow_abbrev=False, description=F['docs']['sweep'],
@@ -420,6 +420,13 @@ def sweep_args(p, argv) -> dict:
             space[key][k] = [_typed(acts[k], v, lambda m: bad(f"{arg} {k}={m}")) for v in parts] + log
     return dict(**args, **space, **options)
 
+def _data(p, args):
+    "Run `gan_callbacks data combine|split|check`: the dataset tools need neither torch nor fastai, so neither is imported"
+    from gan_callbacks.data.tools import DatasetError, data_tool
+    try: data_tool(**args)
+    except (DatasetError, OSError) as e: p.exit(2, f"gan_callbacks data: error: {e}\n")
+    except KeyboardInterrupt: p.exit(130, "gan_callbacks data: interrupted\n")
+
 def main(argv=None):
     "Entry point of the `gan_callbacks` console script: the arguments are parsed first, torch and fastai imported only for the work"
     p = _parser()
@@ -432,5 +439,6 @@ def main(argv=None):
         args.pop('config', None)
         cmd = args.pop('cmd')
     if cmd == 'env': return print_env(args['json'])
+    if cmd == 'data': return _data(p, args)
     from gan_callbacks.cli.commands import run_command
     return run_command(p, cmd, args, argv)

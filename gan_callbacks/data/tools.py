@@ -4,19 +4,36 @@
 
 # %% ../../nbs/04f_dataset_tools.ipynb #6de81c28
 from __future__ import annotations
-import hashlib, os, random, shutil
+import hashlib, io, json, mimetypes, os, random, shlex, shutil
 from collections import Counter
 from pathlib import Path
+import numpy as np
 from PIL import Image
-from fastai.vision.core import get_image_files
-from .images import bit_depth
 
 class DatasetError(ValueError):
     "A folder the dataset tools cannot use as asked: the message names it and says what was expected"
 
+# the files `train` lists as images (fastai's `image_extensions`): the tools import neither fastai nor torch
+_image_exts = {k for k, v in mimetypes.types_map.items() if v.startswith('image/')}
+
 def _images(folder) -> dict:
-    "The image files directly in `folder`, by name (regular files only)"
-    return {f.name: f for f in sorted(get_image_files(folder, recurse=False)) if f.is_file()}
+    "The image files directly in `folder`, by name, as `train` lists them (regular files only; none without the folder)"
+    folder = Path(folder)
+    if not folder.is_dir(): return {}
+    return {f.name: f for f in sorted(folder.iterdir())
+            if not f.name.startswith('.') and f".{f.name.split('.')[-1].lower()}" in _image_exts and f.is_file()}
+
+def pair_files(*folders) -> tuple:
+    "The images of `folders` paired as `train` pairs them, by file stem (`x.png` with `x.jpg`): {stem: files}, the files without a partner, and the groups of files one folder names alike"
+    stems, clashes = [], []
+    for d in folders:
+        by = {}
+        for f in _images(d).values(): by.setdefault(f.stem, []).append(f)
+        clashes += [fs for fs in by.values() if len(fs) > 1]   # `train` cannot tell which one is meant
+        stems.append({s: fs[0] for s, fs in by.items() if len(fs) == 1})
+    every = set.intersection(*map(set, stems)) if stems else set()
+    return ({s: tuple(fs[s] for fs in stems) for s in sorted(every)},
+            sorted(f for fs in stems for s, f in fs.items() if s not in every), clashes)
 
 def _fresh(out, *sources) -> Path:
     "`out` as a `Path`, new or empty, apart from every one of `sources`: nothing is overwritten, nothing written into the data"
@@ -35,41 +52,108 @@ def _put(src, dst, link:bool):
     if link: os.symlink(Path(src).resolve(), dst)
     else: shutil.copy2(src, dst)
 
-
 # %% auto #0
-__all__ = ['DatasetError', 'combine', 'split', 'check_dataset', 'format_check']
+__all__ = ['DatasetError', 'pair_files', 'combine', 'split', 'check_dataset', 'format_check', 'data_tool']
+
+# %% ../../nbs/04f_dataset_tools.ipynb #40e06aae
+# the pixel limit as `data.images.max_pixels` reads it (that module needs torch)
+_max_pixels_var, _default_max_pixels = 'GAN_CALLBACKS_MAX_PIXELS', 8192 * 8192
+
+def _max_pixels() -> int:
+    try: return int(os.environ.get(_max_pixels_var, _default_max_pixels))
+    except ValueError: return _default_max_pixels
+
+def _check_pixels(w, h):
+    if w * h > (m := _max_pixels()):
+        raise OSError(f"{w}x{h} is {w*h:,} pixels, more than the limit of {m:,} (train --max-pixels {w*h} raises it)")
+
+def _decode_tiff(data) -> tuple:
+    "Size, mode and bits of TIFF bytes `data`, decoded and checked as `read_image` reads them"
+    import tifffile
+    with tifffile.TiffFile(io.BytesIO(data)) as tf:
+        sh = tf.series[0].shape if tf.series else ()
+        if (pm := tf.pages[0].photometric.name) not in ('MINISBLACK', 'RGB'): raise OSError(f"its colours are {pm}: grey or RGB expected")
+        if len(sh) not in (2, 3) or (len(sh) == 3 and sh[-1] > 64):
+            raise OSError(f"shape {tuple(sh)}: one image of (H, W) or (H, W, C) with at most 64 channels expected")
+        _check_pixels(sh[1], sh[0])
+        a = tf.asarray()
+    if a.dtype.kind == 'f' and a.size and not (np.isfinite(a).all() and 0 <= a.min() and a.max() <= 1):
+        raise OSError("float pixels must be finite and in [0, 1]")
+    if a.dtype not in (np.uint8, np.uint16) and a.dtype.kind != 'f': raise OSError(f"pixel type {a.dtype} (expected uint8, uint16 or floats)")
+    c = 1 if a.ndim == 2 else a.shape[-1]
+    return (a.shape[1], a.shape[0]), {1: 'L', 3: 'RGB', 4: 'RGBA'}.get(c, f'{c} channels'), 32 if a.dtype.kind == 'f' else 8 * a.dtype.itemsize, None
+
+def _decode(f, data, ids:bool=False) -> tuple:
+    "(width, height), mode, bits per value of image file `f` with bytes `data` (and its largest id, `ids`: a label map), every pixel decoded"
+    if f.suffix.lower() in ('.tif', '.tiff'): return _decode_tiff(data)
+    limit, Image.MAX_IMAGE_PIXELS = Image.MAX_IMAGE_PIXELS, None   # the library's limit is checked instead, from the header
+    try: im = Image.open(io.BytesIO(data))
+    except Image.UnidentifiedImageError: raise OSError("not an image file Pillow can read") from None
+    finally: Image.MAX_IMAGE_PIXELS = limit
+    with im:
+        _check_pixels(*im.size)
+        im.load()   # a truncated or corrupt file fails here, not at its header
+        bits = 8
+        if im.format == 'PNG' and data[24] == 16:
+            if data[25] in (2, 6): raise OSError("a 16-bit colour PNG, which Pillow reads as 8 bits: save it as a 16-bit TIFF")
+            bits = 16
+        top = None
+        if ids:
+            a = np.asarray(im)
+            if a.ndim != 2: raise OSError(f"a label map of {a.shape[-1]} channels: expected one channel of integer ids (a gray or palette PNG)")
+            top = int(a.max(initial=0))
+        return im.size, im.mode, bits, top
+
+def _why(e) -> str: return (str(e).splitlines() or [type(e).__name__])[0][:160]
 
 # %% ../../nbs/04f_dataset_tools.ipynb #839447e2
+def _size(s): return f"{s[0]}x{s[1]}"
+
+def _mismatch(a, sa, b, sb): return f"{b} is {_size(sb)}, but its A image {a} is {_size(sa)}"
+
+def _problems(pairs, clashes) -> tuple:
+    "The size of each image of `pairs` ({stem: (A, B)}), every pixel decoded, and one line per problem: unreadable, sizes apart, names alike"
+    looks, problems = {}, [f"{' and '.join(map(str, fs))} have one name: rename one of them (A and B pair by name, whatever the extension)"
+                           for fs in clashes]
+    for fs in pairs.values():
+        for f in fs:
+            try: looks[f] = _decode(f, f.read_bytes())
+            except Exception as e: problems.append(f"{f} cannot be read: {_why(e)}")
+        a, b = fs
+        if a in looks and b in looks and looks[a][0] != looks[b][0]:
+            problems.append(_mismatch(a, looks[a][0], b, looks[b][0]) + ": a pair must have one size (resize one of them)")
+    return looks, problems
+
+def _refuse(problems, what):
+    "Raise a `DatasetError` of the lines `problems` (one line when there is one), about `what`, if there are any"
+    if len(problems) == 1: raise DatasetError(f"{problems[0]}; nothing written")
+    if problems: raise DatasetError(f"{what}: {len(problems)} problems, nothing written:\n  " + '\n  '.join(problems))
+
 def combine(a, b, out, layout:str='aligned') -> dict:
     "Pair the images of folders `a` and `b` by name into `out`: A|B images side by side ('aligned', the reference's `combine_A_and_B.py`), or `out/A`, `out/B` of links ('separate', nothing copied)"
     if layout not in ('aligned', 'separate'): raise DatasetError(f"layout must be 'aligned' or 'separate', got {layout!r}")
     for d in (a, b):
         if not Path(d).is_dir(): raise DatasetError(f"{d}: no such folder")
-    ia, ib = _images(a), _images(b)
-    names, unmatched = sorted(ia.keys() & ib.keys()), sorted(ia.keys() ^ ib.keys())
-    if not names: raise DatasetError(f"{a} and {b} have no image of the same name: A and B of a pair share their file name")
-    out = _fresh(out, a, b)
-    sizes = {}
-    for n in names:   # every pair checked before anything is written
-        try:
-            with Image.open(ia[n]) as x, Image.open(ib[n]) as y: sizes[n] = (x.size, y.size)
-        except OSError as e: raise DatasetError(f"cannot read {ia[n]} or {ib[n]}: {e}") from None
-        if layout == 'aligned' and sizes[n][0] != sizes[n][1]:
-            raise DatasetError(f"{ib[n]} is {sizes[n][1][0]}x{sizes[n][1][1]}, but {ia[n]} is {sizes[n][0][0]}x{sizes[n][0][1]}: "
-                               "the two halves of an aligned image have one size (resize one, or use layout='separate')")
+    pairs, unmatched, clashes = pair_files(a, b)
+    if not pairs and not clashes:
+        raise DatasetError(f"{a} and {b} have no image of the same name: A and B of a pair share their file name (the extension aside)")
+    problems = []
+    try: out = _fresh(out, a, b)
+    except DatasetError as e: problems.append(str(e))
+    looks, more = _problems(pairs, clashes)   # every pair checked, every problem said, before anything is written
+    _refuse(problems + more, f"{a} and {b}")
     out.mkdir(parents=True, exist_ok=True)
-    for n in names:
+    for fa, fb in pairs.values():
         if layout == 'separate':
-            for d, src in (('A', ia[n]), ('B', ib[n])): _put(src, out/d/n, link=True)
+            for d, src in (('A', fa), ('B', fb)): _put(src, out/d/src.name, link=True)
             continue
-        with Image.open(ia[n]) as x, Image.open(ib[n]) as y:
+        with Image.open(fa) as x, Image.open(fb) as y:
             mode = 'RGB' if 'RGB' in (x.mode, y.mode) or x.mode != y.mode else x.mode
             w, h = x.size
             ab = Image.new(mode, (2 * w, h))
             ab.paste(x.convert(mode), (0, 0)); ab.paste(y.convert(mode), (w, 0))
-            ab.save(out/n)
-    return dict(pairs=len(names), unmatched=unmatched, out=str(out), layout=layout)
-
+            ab.save(out/fa.name)
+    return dict(pairs=len(pairs), unmatched=[f.name for f in unmatched], out=str(out), layout=layout)
 
 # %% ../../nbs/04f_dataset_tools.ipynb #546aabe8
 def _items(src):
@@ -77,11 +161,11 @@ def _items(src):
     src = Path(src)
     if not src.is_dir(): raise DatasetError(f"{src}: no such folder")
     if (src/'A').is_dir() and (src/'B').is_dir():
-        a, b = _images(src/'A'), _images(src/'B')
-        if a.keys() ^ b.keys():
-            raise DatasetError(f"{src}: {len(a.keys() ^ b.keys())} names in only one of A/ and B/ (e.g. {sorted(a.keys() ^ b.keys())[0]}): "
-                               "pair them first (`data check` lists them)")
-        return {n: (a[n], b[n]) for n in sorted(a)}, 'separate'
+        pairs, unmatched, clashes = pair_files(src/'A', src/'B')
+        problems = [f"{f} has no partner in {src/('B' if f.parent.name == 'A' else 'A')}" for f in unmatched] + [
+                    f"{' and '.join(map(str, fs))} have one name" for fs in clashes]
+        _refuse(problems, f"{src}: A/ and B/ pair by name (the extension aside), so pair them first")
+        return pairs, 'separate'
     items = _images(src)
     if not items: raise DatasetError(f"{src}: no images (and no A/ and B/ folders)")
     return items, 'aligned'
@@ -103,18 +187,26 @@ def split(src, out, fractions=(0.8, 0.1, 0.1), seed:int=0, link:bool=False) -> d
         for n in sorted(ns):
             if layout == 'aligned': _put(items[n], out/part/n, link)
             else:
-                for d, f in zip('AB', items[n]): _put(f, out/part/d/n, link)
+                for d, f in zip('AB', items[n]): _put(f, out/part/d/f.name, link)
     return dict(layout=layout, out=str(out), **{k: len(v) for k, v in parts.items()})
 
-
 # %% ../../nbs/04f_dataset_tools.ipynb #98a05e2f
+# names of the folder of B (the targets) among two folders of images; A is the other one
+_b_names = {'b', 'target', 'targets', 'output', 'outputs', 'out', 'gt', 'truth', 'ground_truth', 'groundtruth', 'y', 'after'}
+
+def _image_folders(p) -> list:
+    "The folders directly in `p` that hold images, sorted by name, the one named as targets are (targets/, gt/) last"
+    ds = [d for d in sorted(p.iterdir()) if d.is_dir() and not d.name.startswith('.') and _images(d)]
+    return sorted(ds, key=lambda d: d.name.lower() in _b_names)
+
 def _layout(p):
-    "The layout of dataset folder `p`: 'labels', 'unpaired', 'separate', 'aligned', 'flat' (images, no splits) or `None`"
+    "The layout of dataset folder `p`: 'labels', 'unpaired', 'separate', 'aligned', 'flat' (images, no splits), 'folders' (two folders to combine) or `None`"
     if (p/'train_label').is_dir(): return 'labels'
     if (p/'trainA').is_dir() or (p/'trainB').is_dir(): return 'unpaired'
     if (p/'train'/'A').is_dir(): return 'separate'
     if (p/'train').is_dir(): return 'aligned'
-    return 'flat' if _images(p) or ((p/'A').is_dir() and (p/'B').is_dir()) else None
+    if _images(p) or ((p/'A').is_dir() and (p/'B').is_dir()): return 'flat'
+    return 'folders' if len(_image_folders(p)) == 2 else None
 
 def _parts(p, layout):
     "The folders of each split of dataset `p` in `layout`, by split and role"
@@ -124,64 +216,105 @@ def _parts(p, layout):
     if layout == 'unpaired': return {s: {d: p/f'{s}{d}' for d in 'AB' if (p/f'{s}{d}').is_dir()} for s in ('train', 'test')}
     if layout == 'separate': return {s: {d: p/s/d for d in 'AB'} for s in ('train', 'val', 'test') if (p/s).is_dir()}
     if layout == 'aligned': return {s: {'A|B': p/s} for s in ('train', 'val', 'test') if (p/s).is_dir()}
+    if layout == 'folders': return {'all': {d.name: d for d in _image_folders(p)}}
     return {'all': {d: p/d for d in 'AB'} if (p/'A').is_dir() and (p/'B').is_dir() else {'images': p}}
-
-def _look(f):
-    "Size, mode and bit depth of image file `f`, read from its header (and the pixels of 16-bit files); an `OSError` if unreadable"
-    with Image.open(f) as im: size, mode = im.size, im.mode
-    return f"{size[0]}x{size[1]}", mode, bit_depth(f)
 
 def _tally(xs): return dict(sorted(Counter(xs).items(), key=lambda kv: -kv[1]))
 
+_reads = dict(aligned=('train', 'val'), separate=('train', 'val'), unpaired=('train', 'test'), labels=('train', 'val'))   # what `train` reads
+
 def check_dataset(path) -> dict:
-    "What to read before training on folder `path`: layout, counts per split, sizes, channels, bit depths, unreadable files, unmatched names, duplicates, and what `train` would do"
+    "What to read before training on folder `path`: layout, counts per split, sizes, channels, bit depths, unreadable files (every pixel decoded), unmatched names, pairs of two sizes, duplicates, and the `train` command that runs on it"
     p = Path(path)
     if not p.is_dir(): raise DatasetError(f"{p}: no such folder")
     layout = _layout(p)
-    if layout is None: raise DatasetError(f"{p}: no images and none of the layouts train reads (train/, trainA/, train_label/)")
-    report = dict(path=str(p), layout=layout, splits={}, unreadable=[], unmatched=[], duplicates=[])
-    hashes = {}
+    if layout is None: raise DatasetError(f"{p}: no images and none of the layouts train reads (train/, trainA/, train_label/), "
+                                          "nor two folders of images to combine")
+    report = dict(path=str(p), layout=layout, splits={}, unreadable=[], unmatched=[], alike=[], mismatched=[], duplicates=[])
+    paired = layout in ('separate', 'labels', 'folders') or (layout == 'flat' and (p/'A').is_dir())   # by name; unpaired domains are not
+    hashes, blocks, top, sides = {}, [], None, []   # `blocks`: what `train` would stop at
     for split, roles in _parts(p, layout).items():
         files = {r: _images(d) for r, d in roles.items()}
-        stems = {r: {Path(n).stem for n in fs} for r, fs in files.items()}
-        if len(stems) > 1:   # every role of a pair (A and B; label, instance and photo) names the same images
-            every = set.intersection(*stems.values())
-            report['unmatched'] += [str(f) for r, fs in files.items() for n, f in fs.items() if Path(n).stem not in every]
-        looks = []
+        looks, bad = {}, []
         for r, fs in files.items():
             for f in fs.values():
-                try: looks.append(_look(f))
-                except (OSError, ValueError) as e: report['unreadable'].append(f"{f}: {str(e).splitlines()[0][:120]}"); continue
-                hashes.setdefault(hashlib.md5(f.read_bytes()).hexdigest(), []).append(str(f))
+                try: looks[f] = _decode(f, data := f.read_bytes(), ids=r == 'label')
+                except Exception as e: bad.append(f"{f}: {_why(e)}"); continue
+                hashes.setdefault(hashlib.md5(data).hexdigest(), []).append(str(f))
+        report['unreadable'] += bad
+        pairs, unmatched, alike = pair_files(*roles.values()) if paired else ({}, [], [])
+        report['unmatched'] += map(str, unmatched)
+        report['alike'] += [' = '.join(map(str, fs)) for fs in alike]
+        mism = [_mismatch(a, looks[a][0], b, looks[b][0]) for a, b, *_ in pairs.values()
+                if layout != 'labels' and a in looks and b in looks and looks[a][0] != looks[b][0]]
+        report['mismatched'] += mism
         first = next(iter(files.values()))
         report['splits'][split] = dict(count=len(first), **{r: len(fs) for r, fs in files.items() if len(files) > 1},
-                                       sizes=_tally(s for s, _, _ in looks), modes=_tally(m for _, m, _ in looks),
-                                       bits=_tally(b for _, _, b in looks))
+                                       **({'pairs': len(pairs)} if paired and layout != 'labels' else {}),
+                                       sizes=_tally(_size(s) for s, *_ in looks.values()), modes=_tally(m for _, m, *_ in looks.values()),
+                                       bits=_tally(b for *_, b, _ in looks.values()))
+        if split not in _reads.get(layout, ()): continue
+        where = f"{split}/" if layout in ('aligned', 'separate') else ', '.join(f"{d.name}/" for d in roles.values())
+        if bad: blocks.append(f"{len(bad)} unreadable image(s) in {where}")
+        if layout == 'separate':
+            if unmatched: blocks.append(f"{len(unmatched)} image(s) of {where} without their partner")
+            if alike: blocks.append(f"{len(alike)} name(s) two images of {where} share")
+            if mism: blocks.append(f"{len(mism)} pair(s) of {where} whose A and B differ in size")
+        if layout == 'labels':
+            if len({len(fs) for fs in files.values()}) > 1: blocks.append(f"{where}: counts differ, and train pairs them by sorted order")
+            top = max([top or 0] + [t for f, (*_, t) in looks.items() if t is not None])
+        if layout in ('aligned', 'separate'):
+            sides += [min(s[0] // 2, s[1]) if layout == 'aligned' else min(s) for f, (s, *_) in looks.items() if layout == 'aligned' or f.parent.name == 'A']
     report['duplicates'] = [fs for fs in hashes.values() if len(fs) > 1]
-    report['train'] = _what_train_does(p, layout, report)
+    report['train'], report['command'] = _what_train_does(p, layout, report, blocks, min(sides, default=None), top)
     return report
 
-def _side(report, split='train'):
-    "The smallest image side of a split's images (the width of an A|B image halved): what crops can take"
-    sizes = report['splits'].get(split, {}).get('sizes') or {}
-    if not sizes: return None
-    ws, hs = zip(*(map(int, s.split('x')) for s in sizes))
-    return min(min(ws) // (2 if report['layout'] == 'aligned' else 1), min(hs))
+def _enough(report, layout, blocks):
+    "`blocks` with what `train` needs of the counts: training items, and validation items (a folder, or 5 items to set 20% apart)"
+    s = report['splits']
+    n = lambda k, r=None: s.get(k, {}).get(r or ('pairs' if layout == 'separate' else 'count'), 0)
+    val = {'unpaired': 'test'}.get(layout, 'val')
+    roles = ('A', 'B') if layout == 'unpaired' else (None,)
+    for r in roles:
+        k = f"train{r or ''}" if layout == 'unpaired' else 'train'
+        if not n('train', r): blocks.append(f"no training images in {k}/")
+        elif val not in s and n('train', r) < 5:
+            blocks.append(f"{n('train', r)} training item(s) in {k}/ and no {val}/: too few to set 20% apart for validation (5 at least); add a {val}/ folder")
+        elif val in s and not n(val, r): blocks.append(f"{val}{r or ''}/ holds no usable images: fill it, or remove it (train then validates on 20% of train/)")
+    return blocks
 
-def _what_train_does(p, layout, report):
-    "One sentence: the `train` command for folder `p` and what it would train on"
-    s, n = report['splits'], lambda k: s.get(k, {}).get('count', 0)
-    if layout == 'flat': return f"a folder of images with no train/ and val/: `gan_callbacks data split {p} NEW_FOLDER` makes them"
+def _what_train_does(p, layout, report, blocks, side, top):
+    "One sentence on what to run next for folder `p`, and the `train` command that runs on it (`None` if train would stop)"
+    q, s = shlex.quote(str(p)), report['splits']
+    if layout == 'flat':
+        first = '; it refuses names in only one of A/ and B/ (listed above): pair them first' if report['unmatched'] or report['alike'] else ''
+        return f"a folder of images with no train/ and val/: `gan_callbacks data split {q} NEW_FOLDER` makes them{first}", None
+    if layout == 'folders':
+        a, b = _image_folders(p)
+        bad = len(report['unreadable']) + len(report['mismatched']) + len(report['alike'])
+        if not s['all']['pairs']: return f"two folders of images, {a.name}/ and {b.name}/, but no file name in both: combine pairs A and B by name", None
+        return (f"two folders of images, not yet pairs: `gan_callbacks data combine {shlex.quote(str(a))} {shlex.quote(str(b))} NEW_FOLDER` "
+                f"pairs their {s['all']['pairs']} common names ({a.name}/ as A, {b.name}/ as B)"
+                + (f"; it refuses {bad} problem(s) listed above until they are fixed" if bad else '')), None
+    blocks = _enough(report, layout, blocks)
+    if blocks: return ("no train command: train would stop at " + '; '.join(blocks) + ". Fix these (listed above), then check again"), None
     if layout == 'unpaired':
-        return (f"gan_callbacks train --model cyclegan (or cut) --data {p}: {s['train'].get('A', 0)} A and {s['train'].get('B', 0)} B "
-                f"training images, {n('test')} test images per domain")
+        cmd = f"gan_callbacks train --model cyclegan --data {q}"
+        return (f"{cmd}: CycleGAN (or --model cut) on {s['train'].get('A', 0)} A and {s['train'].get('B', 0)} B training images, "
+                f"validating on {s['test'].get('A', 0)} and {s['test'].get('B', 0)} test images" if 'test' in s else
+                f"{cmd}: CycleGAN (or --model cut) on {s['train'].get('A', 0)} A and {s['train'].get('B', 0)} B images, validating on a random 20%"), cmd
     if layout == 'labels':
-        return f"gan_callbacks train --model pix2pixhd --data {p} --label-nc N (the classes of the label maps): {n('train')} training maps, {n('val')} for validation"
-    side, cmd = _side(report), f"gan_callbacks train --data {p}" + (' --layout separate' if layout == 'separate' else '')
-    val = f"validating on {n('val')}" if n('val') else 'validating on a random 20% of them (no val/)'
-    size = ('' if side is None or side >= 256 else f"; the images are {side} px, smaller than the default crops of 256: "
-            f"add --load-size {side} --crop-size {max(32, side // 32 * 32)}")
-    return f"{cmd}: pix2pix on {n('train')} pairs, {val}{size}"
+        cmd = f"gan_callbacks train --model pix2pixhd --data {q} --label-nc {top + 1}"
+        return (f"{cmd}: pix2pixHD on {s['train']['count']} label maps of class ids 0 to {top}, validating on "
+                + (f"{s['val']['count']}" if 'val' in s else 'a random 20% of them (no val_label/)')), cmd
+    n = lambda k: s.get(k, {}).get('pairs' if layout == 'separate' else 'count', 0)
+    cmd, size = f"gan_callbacks train --data {q}" + (' --layout separate' if layout == 'separate' else ''), ''
+    if side is not None and side < 256:   # crops of a multiple of 32 (the U-Net's halvings) that fit in the load size
+        crop = max(32, side // 32 * 32)
+        cmd += f" --load-size {max(side, crop)} --crop-size {crop}"
+        size = f"; the images are {side} px, smaller than the default crops of 256, hence the sizes"
+    val = f"validating on {n('val')}" if 'val' in s else 'validating on a random 20% of them (no val/)'
+    return f"{cmd}: pix2pix on {n('train')} pairs, {val}{size}", cmd
 
 def format_check(report) -> str:
     "The report of `check_dataset` as lines to read"
@@ -191,10 +324,27 @@ def format_check(report) -> str:
         few = lambda d: ', '.join(f"{k} ({v})" for k, v in list(d.items())[:3]) + (', ...' if len(d) > 3 else '')
         lines.append(f"  {split}: {r['count']} images" + (f" ({roles})" if roles else '') +
                      f"; sizes {few(r['sizes'])}; channels {few(r['modes'])}; bits {few(r['bits'])}")
-    for k, what in (('unreadable', 'unreadable'), ('unmatched', 'without their partner'), ('duplicates', 'groups of identical files')):
-        v = report[k]
-        if v: lines.append(f"  {len(v)} {what}: " + '; '.join(' = '.join(x) if isinstance(x, list) else x
-                                                                for x in v[:3]) + (' ...' if len(v) > 3 else ''))
+    for k, what in (('unreadable', 'unreadable'), ('unmatched', 'without their partner'), ('alike', 'names two images of one folder share'),
+                    ('mismatched', 'pairs of two sizes'), ('duplicates', 'groups of identical files')):
+        if not (v := report[k]): continue
+        lines.append(f"  {len(v)} {what}:")
+        lines += [f"    {' = '.join(x) if isinstance(x, list) else x}" for x in v[:20]]
+        if len(v) > 20: lines.append(f"    ... and {len(v) - 20} more (--json lists them all)")
     lines.append(f"  {report['train']}")
     return '\n'.join(lines)
 
+# %% ../../nbs/04f_dataset_tools.ipynb #209ea6eb
+def data_tool(tool, **kwargs):
+    "`gan_callbacks data combine|split|check`: the dataset tools, each saying what it did"
+    if tool == 'check':
+        r = check_dataset(kwargs['path'])
+        return print(json.dumps(r, indent=1) if kwargs['json'] else format_check(r))
+    if tool == 'combine':
+        r = combine(**kwargs)
+        print(f"Paired {r['pairs']} images into {r['out']}/ ({r['layout']})" +
+              (f"; {len(r['unmatched'])} without a partner, left out: {', '.join(r['unmatched'][:5])}" if r['unmatched'] else ''))
+    else:
+        r = split(kwargs['src'], kwargs['out'], kwargs['fractions'], kwargs['seed'], kwargs['link'])
+        print(f"Split {r['train'] + r['val'] + r['test']} pairs ({r['layout']}) into {r['out']}/: "
+              f"train {r['train']}, val {r['val']}, test {r['test']} ({'links' if kwargs['link'] else 'copies'})")
+    print(format_check(check_dataset(r['out'])))
