@@ -14,14 +14,13 @@ from fastai.callback.progress import CSVLogger
 from fastai.callback.core import Callback
 from fastai.data.transforms import get_image_files
 from ..nets.networks import UnetGenerator, ResnetGenerator, init_weights
-from ..gans.pix2pix import Pix2pixTrainer, pix2pix_learner, unet_depth
-from ..gans.cyclegan import CycleGANTrainer, cyclegan_learner
-from ..gans.cut import CUTTrainer, cut_learner, cut_modes
+from ..gans.pix2pix import Pix2pixTrainer, pix2pix_learner, unet_depth, pix2pix_model
+from ..gans.cyclegan import CycleGANTrainer, cyclegan_learner, cyclegan_model
+from ..gans.cut import CUTTrainer, cut_learner, cut_modes, cut_model, fastcut_model
 from ..callback.checkpoint import GANCheckpoint, export_learner
 from ..atomic import atomic_write
 from .interrupts import Interrupted, how_stopped, interruptible, fit_interruptible, after_fit_interrupted, run_ended, write_generator
 from ..data.folders import Pix2pixDataLoaders, UnpairedDataLoaders, deep_dataloaders, get_pairs
-from ..data.samples import sample_pairs, sample_unpaired
 from ..data.images import image_modes, open_image, is_deep_folder, bit_depth
 from ..deploy.inference import from_pil, translate_batch, test_mode_of, reference_test_mode
 from ..callback.grids import SampleGrid, CycleGANGrid, MappingL1, plot_training
@@ -96,10 +95,14 @@ option_ranges = dict(num_d=(1, 8), n_blocks=(0, 64), n_blocks_local=(0, 64), n_d
                      n_layers_d=(1, 8), ndf=(1, 1024), num_patches=(1, 65536), pool_size=(0, 10000), niter_fix_global=(0, 10**6))
 
 class TrainRun:
-    "A model `train` knows: its own options (the arguments of `__init__`), data, `Learner`, callbacks and summary; one subclass per model"
+    "How `train` runs a registered model (`GANModel`): its command-line options (the arguments of `__init__`), `Learner`, callbacks and summary"
+    model = None            # the model's record: its name, schedule, fit method, validation columns and sample come from it
     name, multiple, why, sample_name = None, 1, '', 'sample dataset'
     schedule = (_fit_gan.n_epochs, _fit_gan.n_epochs_decay)   # epochs at the initial lr and of linear decay, when `train` is given none
     fit = 'fit_gan'         # the `Learner` method fitting with the reference's schedule
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        if (m := vars(cls).get('model')) is not None: cls.name, cls.schedule, cls.fit, cls.columns = m.name, m.schedule, m.fit, m.columns
     crops = True            # trains on random crops; else on whole images `load_size` wide (`crop_size` is unused)
     valid_folders = 'a folder of validation pairs val/'   # what `--data` needs to validate on, for the message when it has none
     def weights(self): return {}   # loss weights by option name, checked by `check_numbers`
@@ -111,7 +114,7 @@ class TrainRun:
         if (n := getattr(self, 'num_d', 1)) > 1 and size >> (n - 1) < 8:
             raise CLIError(f"--num-d {n}: at {size} px its coarsest discriminator would judge images of {size >> (n - 1)} px; "
                            f"at most --num-d {(size // 8).bit_length()} here (each scale halves the size, down to 8 px at least)")
-    def sample(self): raise NotImplementedError   # the folder of the built-in sample, built once
+    def sample(self): return self.model.sample()   # the folder of the built-in sample, built once
     def learner(self, data, out, bs, load_size, crop_size, ngf): raise NotImplementedError   # its `Learner`, writing to `out`
     def callbacks(self, out, n_samples): raise NotImplementedError   # the sample grid, then any others
     def describe(self, data, dls, crop_size, precision): raise NotImplementedError   # what the fit trains on, printed before it
@@ -223,15 +226,13 @@ _p2p = defaults_of(Pix2pixTrainer)
 
 class Pix2pixRun(TrainRun):
     "pix2pix on a folder of pairs: U-Net G as deep as the crop size allows, PSNR/SSIM columns, loss curves, the trivial answers' scores"
-    name, multiple, why = 'pix2pix', 32, 'the U-Net halves it at least 5 times'
+    model, multiple, why = pix2pix_model, 32, 'the U-Net halves it at least 5 times'
     def __init__(self, gan_mode=_p2p.gan_mode, lambda_l1=_p2p.lambda_l1, direction=_data.direction, layout=_data.layout,
                  test_mode=reference_test_mode, # G at test time as the paper and the reference's test.py run it
                  channels_last=_p2p.channels_last, compile=_p2p.compile, num_d=_p2p.num_D, lambda_feat=_p2p.lambda_feat,
                  perceptual=_p2p.perceptual, lambda_perceptual=_p2p.lambda_perceptual,
                  perceptual_weights=None): store_attr()   # VGG19's file or LPIPS's folder (see `perceptual_loss`)
-    columns = {'l1': 'valid_loss', 'psnr': 'psnr', 'ssim': 'ssim'}
     def weights(self): return {'--lambda-l1': self.lambda_l1, '--lambda-feat': self.lambda_feat, '--lambda-perceptual': self.lambda_perceptual}
-    def sample(self): return sample_pairs()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         self.depth = unet_depth(crop_size)
@@ -288,7 +289,7 @@ _cyc, _cut, _resnet = defaults_of(CycleGANTrainer), defaults_of(CUTTrainer), def
 
 class CycleGANRun(TrainRun):
     "CycleGAN on an unpaired folder: ResNet generators, and G_A scored against true B images when the folder has them"
-    name, multiple, why, sample_name = 'cyclegan', 4, 'the ResNet halves it twice', 'unpaired sample dataset'
+    model, multiple, why, sample_name = cyclegan_model, 4, 'the ResNet halves it twice', 'unpaired sample dataset'
     title, g, directions = 'CycleGAN', 'G_A', ' --direction AtoB|BtoA'   # what the messages call the model, the generator scored, the directions
     valid_folders = 'folders of test images testA/ and testB/'
     def __init__(self, gan_mode=_cyc.gan_mode, n_blocks=_resnet.n_blocks, lambda_a=_cyc.lambda_a, lambda_b=_cyc.lambda_b,
@@ -296,8 +297,6 @@ class CycleGANRun(TrainRun):
     def weights(self): return {'--lambda-a': self.lambda_a, '--lambda-b': self.lambda_b, '--lambda-idt': self.lambda_idt, '--lambda-feat': self.lambda_feat}
     @property
     def monitors(self): return self.columns if getattr(self, 'truth', None) else {}   # with true B images only
-    columns = {'l1': 'true_l1'}
-    def sample(self): return sample_unpaired()
 
     def learner(self, data, out, bs, load_size, crop_size, ngf):
         dls = UnpairedDataLoaders.from_folder(data, load_size=load_size, crop_size=crop_size, bs=bs, num_downs=2)
@@ -336,8 +335,7 @@ class CycleGANRun(TrainRun):
 
 class CUTRun(CycleGANRun):
     "CUT on an unpaired folder: one anti-aliased ResNet G, and G scored against true B images when the folder has them"
-    name, mode, title, g, directions = 'cut', 'cut', 'CUT', 'G', ''
-    schedule = (cut_modes['cut']['n_epochs'], cut_modes['cut']['n_epochs_decay'])
+    model, mode, title, g, directions = cut_model, 'cut', 'CUT', 'G', ''
     def __init__(self, gan_mode=_cut.gan_mode, n_blocks=_resnet.n_blocks, lambda_gan=_cut.lambda_gan, lambda_nce=_cut.lambda_nce,
                  nce_idt=_cut.nce_idt, num_patches=_cut.num_patches, flip_equivariance=_cut.flip_equivariance): store_attr()
     def weights(self): return {'--lambda-gan': self.lambda_gan, '--lambda-nce': ifnone(self.lambda_nce, cut_modes[self.mode]['lambda_nce'])}
@@ -352,13 +350,12 @@ class CUTRun(CycleGANRun):
 
 class FastCUTRun(CUTRun):
     "FastCUT: `CUTRun` with FastCUT's defaults"
-    name, mode, title = 'fastcut', 'fastcut', 'FastCUT'
-    schedule = (cut_modes['fastcut']['n_epochs'], cut_modes['fastcut']['n_epochs_decay'])
+    model, mode, title = fastcut_model, 'fastcut', 'FastCUT'
 
 # %% ../../nbs/10c_runs.ipynb #79d46a37
 from ..data.label_maps import LabelDataLoaders, sample_labels, colour_labels
 from ..nets.hd_networks import LocalEnhancer
-from ..gans.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner, hd_generators   # and `Learner.fit_pix2pixhd`
+from ..gans.pix2pixhd import Pix2pixHDTrainer, pix2pixhd_learner, hd_generators, pix2pixhd_model   # and `Learner.fit_pix2pixhd`
 
 class LabelGrid(SampleGrid):
     "`SampleGrid` for label-map inputs: each shown in colour by its class"
@@ -374,18 +371,16 @@ class LabelGrid(SampleGrid):
         try: return super().predict()
         finally: object.__setattr__(self, 'x', shown)
 
-_hd, _hdl, _le, _hdfit = defaults_of(Pix2pixHDTrainer), defaults_of(pix2pixhd_learner), defaults_of(LocalEnhancer), defaults_of(Learner.fit_pix2pixhd)
+_hd, _hdl, _le = defaults_of(Pix2pixHDTrainer), defaults_of(pix2pixhd_learner), defaults_of(LocalEnhancer)
 
 class Pix2pixHDRun(TrainRun):
     "pix2pixHD on label maps (or images, `label_nc=0`): global or local generator, multi-scale D, feature matching and VGG terms"
-    name, sample_name, fit, crops = 'pix2pixhd', 'label-map sample dataset', 'fit_pix2pixhd', False
+    model, sample_name, crops = pix2pixhd_model, 'label-map sample dataset', False
     valid_folders = 'validation label maps val_label/ and their photos val_img/'
-    schedule = (_hdfit.n_epochs, _hdfit.n_epochs_decay)
     def __init__(self, gan_mode=_hd.gan_mode, label_nc=defaults_of(LabelDataLoaders.from_folder).label_nc, instance=None, net_g=_hdl.netG,
                  n_downsampling=_le.n_downsampling, n_blocks=_le.n_blocks, n_local_enhancers=_le.n_local_enhancers, n_blocks_local=_le.n_blocks_local,
                  niter_fix_global=_hd.niter_fix_global, num_d=_hd.num_D, n_layers_d=_hd.n_layers_D, ndf=_hd.ndf, lambda_feat=_hd.lambda_feat,
                  feat_match=_hd.feat_match, vgg=None, pool_size=_hd.pool_size): store_attr()
-    columns = {'l1': 'valid_loss'}
     def weights(self): return {'--lambda-feat': self.lambda_feat}
     def check(self):
         super().check()
@@ -426,4 +421,4 @@ class Pix2pixHDRun(TrainRun):
                    f"Wrote to {out}/: history.csv, losses.png, {grid.files[-1].name} (labels | output | photo, one per epoch), "
                    f"generator/ (a model folder), generator.pkl, summary.json, checkpoints/, run.yaml"]
 
-train_runs = {'pix2pix': Pix2pixRun, 'cyclegan': CycleGANRun, 'cut': CUTRun, 'fastcut': FastCUTRun, 'pix2pixhd': Pix2pixHDRun}   # the models of `train`, by `--model` name
+train_runs = {r.name: r for r in (Pix2pixRun, CycleGANRun, CUTRun, FastCUTRun, Pix2pixHDRun)}   # the models of `train`, by `--model` name

@@ -151,3 +151,10 @@ def test_sweep_checks_the_model_options(fitted):
     name, _ = fitted
     _check_models([{}], {'model': name})   # the model itself is known to a sweep
     with pytest.raises(CLIError, match=f'not an option of --model {name}'): _check_models([{'no_such_option': 1}], {'model': name})
+
+def test_train_runs_the_registered_record(fitted):
+    "`train --model NAME` runs the record registered as NAME: its schedule and validation columns are the record's"
+    from gan_callbacks.cli.runs import train_runs
+    name, _ = fitted
+    run, m = train_runs[name], registered_models()[name]
+    assert run.model is m and run.schedule == m.schedule and run.columns == m.columns and run.fit == m.fit
