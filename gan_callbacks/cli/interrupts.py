@@ -47,12 +47,12 @@ def interruptible(learn, ckpt):
 
 _fitted = []   # the Learner whose fit ended, while `train` writes its results (rank 0)
 
-def write_generator(learn, settings:dict, training:dict, scores:dict|None=None, sample=None, folder='generator', pkl='generator.pkl'):
-    "The one writer of a run's generator, on every path: the model folder `folder/` (what G takes in `settings`) and fastai's export `pkl`"
+def write_generator(learn, settings:dict, training:dict, scores:dict|None=None, sample=None, folder='generator', pkl:str|None='generator.pkl'):
+    "The one writer of a run's generator, on every path: the model folder `folder/` (what G takes in `settings`) and fastai's export `pkl` (unless `None`)"
     out = Path(learn.path)
     learn.logger = print   # a stopped fit's `CSVLogger` is gone, and its open file cannot go into the export
     if (ema := find_ema(learn)) is not None: ema.swap_in()   # the moving average, as after a complete run
-    export_learner(learn, pkl)
+    if pkl is not None: export_learner(learn, pkl)
     write_model_folder(learn.model, out/folder, settings, training=training, scores=scores, sample=sample)
     return out/folder
 

@@ -204,6 +204,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
         if wandb and not rank: sys.modules['wandb'].finish()
     if rank: return learn   # rank 0 writes the rest
     if (ema := find_ema(learn)) is not None: ema.swap_in()   # the run keeps the moving average (a next fit puts the training weights back)
+    export_learner(learn, 'generator.pkl')   # before the summary, whose loaders draw from the random state after it
     summary, lines = run.summary(learn, data, out, grid)
     summary['last_epoch'] = len(learn.recorder.values) - 1   # what generator/ holds, counted from 0 as history.csv counts
     if keep and keep.best_state is not None:
@@ -216,7 +217,7 @@ def train(data=None, sample=False, out=None, model='pix2pix', epochs=None, epoch
                      f"as a model folder (and best_generator.pkl); generator/ is the last, epoch {summary['last_epoch']}")
     summary['precision'] = dict(trained_in=trained_in, asked=precision, **({'why': why} if why else {}))
     atomic_write(out/'summary.json', lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
-    write_generator(learn, **generator, scores=summary, sample=grid.files[-1])
+    write_generator(learn, **generator, scores=summary, sample=grid.files[-1], pkl=None)   # generator.pkl is written above
     print('\n'.join(lines))
     release_locks()   # the run is over: its folder is free again
     return learn
