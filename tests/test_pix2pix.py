@@ -67,17 +67,20 @@ def test_trainer_matches_plain_loop(mode, amp, atol):
 
 
 def test_learners_own_step_does_not_move_G():
+    "G moves at the trainer's step alone: from the Learner's backward to G's `before_step` (after D's update) its weights stay"
     class Watch(Callback):
         order = 20   # after the trainer and fastai's MixedPrecision
         def before_backward(self): self.w0 = state(self.learn.model)
-        def after_step(self): assert_close(state(self.learn.model), self.w0, 0)
+        def before_step(self):
+            assert_close(state(self.learn.model), self.w0, 0)
+            self.steps = getattr(self, 'steps', 0) + 1
         def after_batch(self):
             if self.training: self.moved = not torch.equal(next(self.learn.model.parameters()), next(iter(self.w0.values())))
     data = batches()
     G, D = nets()
     learn = Learner(make_dls(data), G, loss_func=L1LossFlat(), cbs=[Pix2pixTrainer(D), Watch()])  # fastai Adam, wd 0.01
     fit(learn, 1, 1e-3)
-    assert learn.watch.moved
+    assert learn.watch.moved and learn.watch.steps == len(data)
 
 
 def test_d_lr_follows_one_cycle():

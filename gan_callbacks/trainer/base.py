@@ -163,6 +163,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         if not any(m in learn.metrics for m in ms): learn.metrics = L(learn.metrics) + ms
         track_losses(learn, self.cols)
         self.read_fastai_tools()
+        self.replace_learners_update()
         self._lr_find_state = self._snapshot() if in_lr_find(learn) else None
         if not in_fit(learn): return   # `validate`, `predict`, `lr_find`: the fit's history stays
         if (rec := getattr(learn, 'recorder', None)) is not None: smooth_on_device(rec)   # no wait for the GPU at every batch
@@ -236,8 +237,9 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
         return deepcopy(self.state_dict()), [k for k, D in self.discriminators.items() if D is None], self.d_opt is None
 
     def on_train_end(self, **kwargs):
-        "Leave a batch's contexts (a fit stopped mid-batch), unhook the discriminators and, after `lr_find`, however it ended, put back the state as it was before it"
+        "Leave a batch's contexts (a fit stopped mid-batch), unhook the discriminators, give the Learner its update back and, after `lr_find`, however it ended, put back the state as it was before it"
         self.leave_forward()
+        self.restore_learners_update()
         self.unwatch_discriminators()
         if (rec := getattr(self.learn, 'recorder', None)) is not None: history_to_host(rec, back=True)
         snap, self._lr_find_state = getattr(self, '_lr_find_state', None), None
@@ -248,7 +250,7 @@ class AdversarialTrainer(FastaiEvents, Updates, Discriminators, StateDictCallbac
 
     def __getstate__(self):
         state = StateDictCallback.__getstate__(self)
-        for k in ('_g_stats', '_d_stats', '_lr_find_state', '_watched', '_judged', '_d_outs', '_pre_seen', '_d_raw', '_losses'): state.pop(k, None)
+        for k in ('_g_stats', '_d_stats', '_lr_find_state', '_watched', '_judged', '_d_outs', '_pre_seen', '_d_raw', '_losses', '_g_events'): state.pop(k, None)
         state['iteration_skipped'] = None
         state['_plists'] = {}
         if not self.export_discriminator:

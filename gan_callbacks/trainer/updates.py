@@ -13,7 +13,7 @@ from .distributed import is_distributed, average_grads
 
 # %% auto #0
 __all__ = ['step', 'noting_flags', 'grad_norm', 'step_unless', 'Accumulation', 'follow_schedule', 'learner_device',
-           'state_or_none', 'Updates']
+           'state_or_none', 'UpdateEvents', 'LearnersUpdate', 'Updates']
 
 # %% ../../nbs/06c_updates.ipynb #a2fd7bb3
 _noted = []   # the skip flags of the updates of the iteration under way, while a trainer runs one (`noting_flags`)
@@ -27,7 +27,7 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
          update:bool=True,     # `False`: backward only, the gradients accumulate for a later update
          bad=None,             # the flag of the backwards accumulated since the last update
          norm_type:float=2.,   # the norm that `clip` bounds
-         after_backward=None): # called on the whole gradients (unscaled), before clipping and the step
+         events=None):         # `events(name)` on the whole gradients (unscaled): 'after_backward', 'before_step' (`False`: no step), 'after_step'
     "Backward `loss` and step `opt` (or a list of optimizers) unless it is not finite; returns that flag, on the device"
     bad = ~torch.isfinite(loss.detach()) if bad is None else bad | ~torch.isfinite(loss.detach())
     opts = list(opt) if isinstance(opt, (list, tuple)) else [opt]
@@ -36,9 +36,14 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
     else: scaler.scale(loss).backward()
     if not update: return _note(bad)
     if is_distributed(): bad = average_grads(params, bad)   # over all processes: D's gradients (DDP averages G's), and the skip flag
-    if scaler is not None and (clip is not None or after_backward is not None):
+    if scaler is not None and (clip is not None or events is not None):
         for t in topts: scaler.unscale_(t)
-    if after_backward is not None: after_backward()
+    if events is not None:
+        events('after_backward')
+        if not events('before_step'):   # a callback cancelled the step
+            if scaler is not None: scaler.update()   # it unscaled these gradients: ready for the next ones
+            events('after_step')
+            return _note(bad)
     if clip is not None: norm = nn.utils.clip_grad_norm_(params, clip, norm_type)
     if scaler is not None:   # fp16: the scaler skips steps whose gradients overflow, and lowers its scale
         for t in topts: scaler.step(t)
@@ -47,6 +52,7 @@ def step(loss, opt, params, scaler=None, clip=None, check_grads=False,
         if clip is None and check_grads: norm = grad_norm(params)   # one more pass over all the gradients
         if clip is not None or check_grads: bad = bad | ~torch.isfinite(norm)
         for o in opts: step_unless(bad, o)
+    if events is not None: events('after_step')
     return _note(bad)
 
 class noting_flags:
@@ -85,10 +91,10 @@ class Accumulation:
         self.update, self.scale = self.count >= self.n_acc, bs / self.n_acc
         if self.update: self.count = 0
 
-    def step(self, name:str, loss, opt, params, scaler=None, clip=None, check_grads=False, norm_type:float=2., after_backward=None):
+    def step(self, name:str, loss, opt, params, scaler=None, clip=None, check_grads=False, norm_type:float=2., events=None):
         "`step` for network `name` in this batch: backward of the scaled loss, and the update at the sum's last batch; returns the flag"
-        if not self.active: return step(loss, opt, params, scaler, clip, check_grads, norm_type=norm_type, after_backward=after_backward)
-        bad = step(loss * self.scale, opt, params, scaler, clip, check_grads, self.update, self.bad.pop(name, None), norm_type, after_backward)
+        if not self.active: return step(loss, opt, params, scaler, clip, check_grads, norm_type=norm_type, events=events)
+        bad = step(loss * self.scale, opt, params, scaler, clip, check_grads, self.update, self.bad.pop(name, None), norm_type, events)
         if not self.update: self.bad[name] = bad   # carried to the update
         return bad
 
@@ -112,11 +118,54 @@ def state_or_none(o):
 
 # %% ../../nbs/06c_updates.ipynb #9f648e52
 from fastcore.basics import first
+from fastai.callback.core import CancelBackwardException, CancelStepException
 from fastai.callback.training import GradientAccumulation, GradientClip
+from ..internals import _handles
+from ..v1.bridge import StateDictCallback, StateDictControl
+
+class UpdateEvents:
+    "fastai's events of an update made outside the Learner's own, sent to `learn`'s callbacks in `order` but those of the classes `skip`; v1 ones get theirs"
+    v1_events = dict(after_backward='on_backward_end', after_step='on_step_end')   # v1 has no event before the step
+    def __init__(self, learn, skip=()): self.learn, self.skip, self.sends = learn, tuple(skip), {}
+    def receivers(self, name:str) -> list:
+        "What sending `name` calls, found once for the Learner's callbacks of the moment"
+        cbs = self.learn.cbs.items
+        key = (name, *map(id, cbs))   # the lists hold their callbacks, so ids are not reused while cached
+        if (fs := self.sends.get(key)) is None:
+            if len(self.sends) > 64: self.sends.clear()
+            v1 = self.v1_events.get(name)
+            fs = self.sends[key] = [functools.partial(cb._call, v1) if isinstance(cb, StateDictCallback) else functools.partial(cb, name)
+                                    for cb in self.learn.cbs.sorted('order') if not isinstance(cb, self.skip)
+                                    and (v1 is not None if isinstance(cb, StateDictCallback) else _handles(cb, name))]
+        return fs
+    def __call__(self, name:str) -> bool:
+        "Send event `name`; `False` when a callback cancelled the step (`CancelStepException` in `before_step`: `after_cancel_step` follows)"
+        try:
+            for f in self.receivers(name): f()
+        except CancelStepException:
+            if name != 'before_step': raise
+            self('after_cancel_step')
+            return False
+        return True
+
+class LearnersUpdate:
+    "`learn._do_grad_opt` while `trainer` makes the updates: `before_backward` alone (where the trainer cancels fastai's update), then `zero_grad` unless gradients accumulate"
+    # fastai 2.8: for a training batch `Learner._do_one_batch` calls `self._do_grad_opt()`: the 'backward' events around `_backward`,
+    # the 'step' ones around `_step`, then `opt.zero_grad()`; an instance attribute shadows the method
+    def __init__(self, trainer, learn): self.trainer, self.learn = trainer, learn
+    def __call__(self):
+        t, learn = self.trainer, self.learn
+        if t.learn is not learn or not t.run or not any(cb is t for cb in learn.cbs): return type(learn)._do_grad_opt(learn)   # fastai's
+        try: learn('before_backward')   # v1's `on_backward_begin` among them: the trainer's cancels fastai's backward and step
+        except CancelBackwardException: pass
+        # no backward, no step, none of their events: G's come with its update (`step_g`), with its gradients
+        if not t.cb_state['skip_zero']: learn.opt.zero_grad()
 
 class Updates:
-    "The G and D updates of a trainer: fastai's accumulation and clipping honoured, D on the Learner's schedule, the stabilizers' hooks"
-    calls_backward_end = True   # the v1 callbacks' `on_backward_end` runs in `step_g`, on G's gradients
+    "The G and D updates of a trainer: fastai's events of G's update around it, fastai's accumulation and clipping honoured, D on the Learner's schedule, the stabilizers' hooks"
+    calls_backward_end = True   # the v1 callbacks' `on_backward_end` and `on_step_end` come with G's update (`step_g`)
+    # what G's update events leave out: the trainers, the v1 loop's control, fastai's callbacks whose work the trainer does (`read_fastai_tools`)
+    g_events_skip = (StateDictControl, GradientAccumulation, GradientClip)
     def read_fastai_tools(self):
         "Read fastai's `GradientAccumulation` and `GradientClip` among the Learner's callbacks, for this fit"
         acc = first(cb for cb in self.learn.cbs if isinstance(cb, GradientAccumulation))
@@ -138,16 +187,25 @@ class Updates:
         if self.accumulation.first: self.d_opt.zero_grad()
 
     def step_g(self, loss):
-        "Backward `loss` and step the Learner's optimizer (and `g_optimizers`' others); returns the skipped flag, on the device"
+        "Backward `loss` and step the Learner's optimizer (and `g_optimizers`' others), fastai's events of the update around the step; returns the skipped flag, on the device"
         clip, norm_type = self.g_clip()
         opts, params = self.g_optimizers()
         return self.accumulation.step('g', loss, opts, params, self.precision.scaler('g'), clip, self.check_grads, norm_type,
-                                      self._v1_backward_end)
+                                      self.g_events)
 
-    def _v1_backward_end(self):
-        "The other v1 callbacks' `on_backward_end` (v1's `GradientClipping`), on G's gradients before G's step, as in a v1 fit"
-        for cb in self._v1:   # the fit's v1 callbacks, sorted at `before_fit`
-            if not isinstance(cb, Updates): cb._call('on_backward_end')
+    @property
+    def g_events(self) -> UpdateEvents:
+        "fastai's events of G's update (`after_backward`, `before_step`, `after_step`) for the Learner's callbacks; v1 ones get `on_backward_end` and `on_step_end`"
+        ev = self.__dict__.get('_g_events')
+        if ev is None or ev.learn is not self.learn: ev = self._g_events = UpdateEvents(self.learn, (Updates, *self.g_events_skip))
+        return ev
+
+    def replace_learners_update(self):
+        "For this fit, `LearnersUpdate` in place of the Learner's backward and step: their events come with G's update instead"
+        self.learn._do_grad_opt = LearnersUpdate(self, self.learn)
+    def restore_learners_update(self):
+        "Give the Learner its own backward and step back"
+        if isinstance(self.learn.__dict__.get('_do_grad_opt'), LearnersUpdate): del self.learn.__dict__['_do_grad_opt']
 
     def g_optimizers(self):
         "What `step_g` steps: the Learner's optimizer and G's parameters (a trainer adds networks trained with G)"

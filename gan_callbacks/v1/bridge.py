@@ -78,7 +78,7 @@ def _skip_zero_once(opt):
 class StateDictCallback(Callback):
     "Base class for callbacks written in fastai-v1 style: `on_x(**state)` methods sharing one v1 state dict"
     _stateattrs = ('cb_state', '_ctl', '_first', '_last', '_v1', '_bwd_by_trainer')
-    calls_backward_end = False   # whether it calls the others' `on_backward_end` itself (a GAN trainer, at its own backward)
+    calls_backward_end = False   # whether it calls the others' `on_backward_end` and `on_step_end` itself (a GAN trainer, around G's update)
     def __init_subclass__(cls, **kwargs):
         # v1 sorted callbacks by `_order`: a class that sets it runs at that `order`
         super().__init_subclass__(**kwargs)
@@ -158,7 +158,9 @@ class StateDictCallback(Callback):
     def before_step(self):
         # cancel here, before fastai's MixedPrecision (order 10) would step its GradScaler
         if self._first and self.cb_state['skip_step']: raise CancelStepException()
-    def after_step(self): self._call('on_step_end')
+    def after_step(self):
+        if self._bwd_by_trainer: return   # a GAN trainer calls `on_step_end` itself, after G's step
+        self._call('on_step_end')
 
     def after_batch(self):
         l, st = self.learn, self.cb_state
