@@ -50,7 +50,7 @@ def test_export_into_a_model_folder_keeps_its_other_files(trained, tiny, tmp_pat
     folder = tmp_path/'generator'
     shutil.copytree(trained/'generator', folder)
     (folder/'NOTES.txt').write_text('mine'); (folder/'results').mkdir(); (folder/'results'/'a.txt').write_text('kept')
-    assert run(['export', '--model', trained/'generator', '--format', 'folder', '--out', folder]) == 0
+    assert run(['export', '--model', trained/'generator', '--format', 'folder', '--out', folder, '--overwrite']) == 0
     assert (folder/'NOTES.txt').read_text() == 'mine' and (folder/'results'/'a.txt').read_text() == 'kept'
     load_generator(folder, device='cpu')
     assert not [p for p in tmp_path.iterdir() if p.name.startswith('.')]   # no temporary folder left
@@ -139,7 +139,7 @@ def test_a_file_size_limit_while_exporting_is_one_line(trained, tmp_path):
     folder = tmp_path/'generator'
     shutil.copytree(trained/'generator', folder)
     before = files(folder)
-    (code, err), = limited(['export', '--model', trained/'generator', '--format', 'folder', '--out', folder],
+    (code, err), = limited(['export', '--model', trained/'generator', '--format', 'folder', '--out', folder, '--overwrite'],
                           more="resource.setrlimit(resource.RLIMIT_FSIZE, (20000, 20000))")
     assert code == 2 and one_line(err).startswith(f'gan_callbacks export: error: Cannot write {folder}: '), err
     assert files(folder) == before

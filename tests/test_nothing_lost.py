@@ -80,7 +80,8 @@ def test_a_new_train_on_a_finished_run_is_refused(trained, tiny, tmp_path, capsy
     before = _files(out)
     assert run(['train', '--data', tiny, '--out', out, *TINY]) == 2
     line = one_line(capsys.readouterr().err)
-    assert line.startswith(f'gan_callbacks train: error: --out {out} holds an earlier run (summary.json, history.csv, generator.pkl, generator/, checkpoints/)')
+    assert line.startswith(f'gan_callbacks train: error: --out {out} holds an earlier run (summary.json, history.csv, generator.pkl, generator/, checkpoints/, run.yaml, losses.png, '
+                           'samples_epoch000.png)')
     assert '--resume' in line and '--overwrite' in line
     assert _files(out) == before
     assert run(['train', '--data', tiny, '--out', out, *TINY, '--overwrite']) == 0   # asked, it starts over

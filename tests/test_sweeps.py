@@ -226,3 +226,29 @@ def test_workers_started_together_on_a_new_database_all_open_it(tmp_path):
         ps = [subprocess.Popen([sys.executable, '-c', _OPEN, url], stderr=subprocess.PIPE, text=True) for _ in range(5)]
         errs = [p.communicate(timeout=300)[1] for p in ps]
         assert [p.returncode for p in ps] == [0] * 5, [e.strip().splitlines()[-1] for e in errs if e.strip()]
+
+def test_a_sweep_folder_belongs_to_one_study_and_a_study_to_its_data(tiny, pairs, tmp_path, capsys):
+    "Study b in study a's --out is refused before anything is trained, a's files kept; study a on other data is refused too"
+    out = tmp_path/'sw'
+    assert run_cli(['sweep', '--data', tiny, '--out', out, '--study', 'a', '--grid', 'lambda-l1=1', '--seeds', 1, *TINY]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob('*')) if p.is_file() and p.name != 'sweep.db'}
+    capsys.readouterr()
+    assert run_cli(['sweep', '--data', tiny, '--out', out, '--study', 'b', '--grid', 'lambda-l1=1', '--seeds', 1, *TINY]) == 2
+    assert one_line(capsys.readouterr().err) == (f"gan_callbacks sweep: error: --out {out} holds the sweep of study 'a' in "
+                                                 f"sqlite:///{out/'sweep.db'}: give study 'b' another --out")
+    assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob('*')) if p.is_file() and p.name != 'sweep.db'} == before
+    assert run_cli(['sweep', '--data', pairs, '--out', out, '--study', 'a', '--grid', 'lambda-l1=1', '--seeds', 1, *TINY]) == 2
+    line = one_line(capsys.readouterr().err)
+    assert 'was started with other settings: data' in line and str(pairs.resolve()) in line, line
+
+@pytest.mark.parametrize('argv,msg', [
+    (['--grid', 'lr=' + ','.join(str(i) for i in range(100)), '--grid', 'lambda-l1=' + ','.join(str(i) for i in range(100)),
+      '--grid', 'ngf=' + ','.join(str(i + 1) for i in range(1000))], '--grid gives 10,000,000 configurations: a sweep trains at most 100,000'),
+    (['--grid', 'lambda-l1=1', '--seeds', 10**9], '--seeds 1,000,000,000: a sweep trains each configuration on at most 10,000 seeds'),
+])
+def test_a_huge_sweep_is_refused_before_it_is_listed(tiny, tmp_path, capsys, argv, msg):
+    import time
+    t = time.perf_counter()
+    assert run_cli(['sweep', '--data', tiny, '--out', tmp_path/'sw', *argv, *TINY]) == 2
+    assert msg in one_line(capsys.readouterr().err) and time.perf_counter() - t < 20
+    assert not (tmp_path/'sw').exists()

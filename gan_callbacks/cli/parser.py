@@ -10,7 +10,8 @@ from pathlib import Path
 from .. import __version__
 
 # %% auto #0
-__all__ = ['cli_facts_file', 'read_cli_facts', 'add_launch_args', 'print_env', 'read_config', 'sweep_args', 'main']
+__all__ = ['cli_facts_file', 'max_config_bytes', 'max_config_depth', 'read_cli_facts', 'add_launch_args', 'print_env',
+           'read_config', 'sweep_args', 'main']
 
 # %% ../../nbs/10a_parser.ipynb #93a3df1b
 cli_facts_file = Path(importlib.util.find_spec('gan_callbacks').origin).parent/'cli'/'cli_facts.json'   # written by `tools/cli_facts.py` from `commands.cli_facts()`
@@ -66,12 +67,12 @@ def add_launch_args(p):
 def _parser():
     F = read_cli_facts()
     C, D, S = F['choices'], {k: argparse.Namespace(**v) for k, v in F['defaults'].items()}, argparse.Namespace(**F['stabilizers'])
-    p = argparse.ArgumentParser(prog='gan_callbacks', description='Image-to-image translation with fastai: pix2pix, CycleGAN, CUT (and FastCUT), pix2pixHD',
+    p = argparse.ArgumentParser(prog='gan_callbacks', allow_abbrev=False, description='Image-to-image translation with fastai: pix2pix, CycleGAN, CUT (and FastCUT), pix2pixHD',
                                 formatter_class=_Help)
     p.add_argument('--version', action='version', version=f'gan_callbacks {__version__}')
     sub = p.add_subparsers(dest='cmd', required=True)
     pixels = "refuse images of more pixels, from their header, before decoding (default: 8192 x 8192, or $GAN_CALLBACKS_MAX_PIXELS)"
-    sub.add_parser = partial(sub.add_parser, formatter_class=_Help)
+    sub.add_parser = partial(sub.add_parser, formatter_class=_Help, allow_abbrev=False)   # `--conf` is no `--config`
     t = p.train = sub.add_parser('train', help='train pix2pix, CycleGAN, CUT, FastCUT or pix2pixHD', description=F['docs']['train'])
     t.add_argument('--model', choices=tuple(F['models']), default='pix2pix',
                    help='paired (pix2pix), label maps to images (pix2pixhd) or unpaired (cyclegan, cut, fastcut) training')
@@ -116,8 +117,8 @@ def _parser():
                    help='log the same to Weights & Biases, project gan_callbacks (WANDB_MODE=offline: on disk)')
     w.add_argument('--val-every', type=int, default=D['train'].val_every, help='validate after every N epochs (and after the last)')
     w.add_argument('--keep-best', choices=('l1', 'psnr', 'ssim', 'swd', 'fid', 'kid'),
-                   help='keep the generator of the best validation by this '
-                   'metric as best_generator.pkl beside the last, its epoch and score in summary.json (default: none)')
+                   help='keep the generator of the best validation by this metric as the model folder best/ '
+                   '(and best_generator.pkl) beside the last, its epoch and score in summary.json (default: none)')
     w.add_argument('--early-stop', type=int, metavar='N',
                    help='stop after N validations without improvement of --keep-best (or L1) (default: never)')
     w.add_argument('--nonfinite-patience', type=int, metavar='N', default=D['train'].nonfinite_patience, help='stop a diverged run '
@@ -335,34 +336,68 @@ def _fits(action, v):
     if action.type is float: return isinstance(v, (int, float)) and not isinstance(v, bool)
     return isinstance(v, (str, int, float)) and not isinstance(v, bool)
 
+max_config_bytes, max_config_depth = 2**20, 50   # a run config is a page of options, not data
+
+def _shown(v, n=100):
+    "At most `n` characters of value `v`, without formatting more of it (a YAML alias can stand for 10**9 values)"
+    import reprlib
+    r = reprlib.Repr(); r.maxlevel, r.maxlist, r.maxdict, r.maxstring, r.maxother = 3, 6, 6, n, n
+    s = r.repr(v)
+    return s if len(s) <= n else s[:n - 3] + '...'
+
+def _depth(v) -> int:
+    "How deeply lists and mappings nest in `v`, each shared one counted once (no recursion: a config may nest 10**5 deep)"
+    best, seen, todo = 0, set(), [(v, 1)]
+    while todo:
+        o, d = todo.pop()
+        if not isinstance(o, (dict, list)) or id(o) in seen: continue
+        seen.add(id(o)); best = max(best, d)
+        if d > max_config_depth: break
+        todo += [(x, d + 1) for x in (o.values() if isinstance(o, dict) else o)]
+    return best
+
+_launch_only = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port', 'max_restarts', 'resume', 'overwrite', 'allow_changes')
+
 def read_config(fn, parser, own=None, prog='gan_callbacks train') -> dict:
     ("The options in run config `fn` (YAML or JSON), checked against the options of `parser` (`train`'s) and `own` (a sweep's): "
-     "one line for a bad key or value")
+     "one line for a bad key or value, a file too large or nested too deeply, or an option only the command line gives")
     bad = lambda msg: parser.exit(2, f"{prog}: error: --config {fn}: {msg}\n")
-    try: text = Path(fn).read_text()
+    try:
+        if not Path(fn).is_file(): bad("not a file" if Path(fn).exists() else "no such file")
+        if (n := Path(fn).stat().st_size) > max_config_bytes: bad(f"{n:,} bytes: a run config holds at most {max_config_bytes:,}")
+        with open(fn, 'rb') as f: data = f.read(max_config_bytes + 1)   # what is read is bounded, whatever the file says of itself
+        if len(data) > max_config_bytes: bad(f"over {max_config_bytes:,} bytes: a run config holds at most that")
+        text = data.decode('utf-8')
     except OSError as e: bad(e.strerror or e)
-    if Path(fn).suffix.lower() == '.json':
-        try: cfg = json.loads(text)
-        except ValueError as e: bad(f"not JSON ({e})")
-    else:
-        try: import yaml
-        except ImportError: bad("reading YAML needs PyYAML (pip install pyyaml), or give a .json file")
-        try: cfg = yaml.safe_load(text)
-        except yaml.YAMLError as e: bad(f"not YAML ({str(e).splitlines()[0]})")
+    except UnicodeDecodeError as e: bad(f"not UTF-8 text (byte {e.start})")
+    try:
+        if Path(fn).suffix.lower() == '.json':
+            try: cfg = json.loads(text)
+            except ValueError as e: bad(f"not JSON ({e})")
+        else:
+            try: import yaml
+            except ImportError: bad("reading YAML needs PyYAML (pip install pyyaml), or give a .json file")
+            try: cfg = yaml.safe_load(text)
+            except yaml.YAMLError as e: bad(f"not YAML ({str(e).splitlines()[0]})")
+    except RecursionError: bad(f"nested too deeply: a run config nests at most {max_config_depth} levels")
     if not isinstance(cfg, dict): bad(f"expected a mapping of option names to values, got {type(cfg).__name__}")
+    if _depth(cfg) > max_config_depth: bad(f"nested too deeply: a run config nests at most {max_config_depth} levels")
+    if launch := [k for k in cfg if str(k).replace('-', '_') in _launch_only]:
+        k = str(launch[0]).replace('_', '-')
+        bad(f"{launch[0]}: --{k} says how a run is started, not what it trains: give it on the command line, not in a config")
     acts = {a.dest: a for a in parser._actions if a.dest not in _not_config}   # argparse keeps a parser's options in `_actions`
     if own is not None: acts |= {a.dest: a for a in own._actions if a.dest not in _not_config}
     for k, v in cfg.items():
         key = str(k).replace('-', '_')
-        if key not in acts: bad(f"unknown option {k!r} ({prog.split()[-1]} has no --{key.replace('_', '-')})")
+        if key not in acts: bad(f"unknown option {_shown(k)} ({prog.split()[-1]} has no --{key.replace('_', '-')[:100]})")
         if key in ('grid', 'ranges'):   # a sweep's space: option to values, or (a grid) a list of configurations
             listed = key == 'grid' and isinstance(v, list) and all(isinstance(o, dict) for o in v)
             if not listed and not (isinstance(v, dict) and all(isinstance(o, list) for o in v.values())):
-                bad(f"{k} must map options to lists of values{', or list configurations (mappings)' if key == 'grid' else ''}, got {v!r}")
+                bad(f"{k} must map options to lists of values{', or list configurations (mappings)' if key == 'grid' else ''}, got {_shown(v)}")
         elif not _fits(acts[key], v):
             want = (f"one of {', '.join(map(str, acts[key].choices))}" if acts[key].choices else 'true or false' if acts[key].nargs == 0 else
                     'an integer' if acts[key].type in (int, _count) else 'a number' if acts[key].type is float else 'a string')
-            bad(f"{k} must be {want}, got {v!r}")
+            bad(f"{k} must be {want}, got {_shown(v)}")
     return {str(k).replace('-', '_'): v for k, v in cfg.items()}
 
 _launch_dests = ('nproc', 'nnodes', 'node_rank', 'master_addr', 'master_port', 'max_restarts')

@@ -63,6 +63,7 @@ def check_not_over_input(files, output):
 _data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
 
 _run_files = ('summary.json', 'history.csv', 'generator.pkl', 'generator', 'best_generator.pkl', 'best', 'checkpoints')   # what `train` writes into `--out`
+_run_names = _run_files + ('run.yaml', 'losses.png', 'samples_epoch*.png')   # and the other names it writes there: none replaced unasked
 
 def check_run_out(out, resume=False, overwrite=False):
     "Refuse, before anything is written, an `out` holding an earlier run (unless resumed or `overwrite`) or a `generator/` not a model folder"
@@ -70,7 +71,8 @@ def check_run_out(out, resume=False, overwrite=False):
     if g.exists() and not (g.is_dir() and (is_model_folder(g) or not any(g.iterdir()))):
         raise CLIError(f"--out {out}: train writes its model folder to {g}, which holds other files: move them, or give another --out")
     if resume or overwrite: return
-    found = [n + '/' * (out/n).is_dir() for n in _run_files if (out/n).exists() and not ((out/n).is_dir() and not any((out/n).iterdir()))]
+    found = [p.name + '/' * p.is_dir() for n in _run_names for p in sorted(out.glob(n)) if not (p.is_dir() and not any(p.iterdir()))]
+    if len(found) > 8: found = found[:8] + ['...']
     if found: raise CLIError(f"--out {out} holds an earlier run ({', '.join(found)}): continue it with --resume, "
                              "start over with --overwrite (its files are replaced), or give another --out")
 

@@ -4,18 +4,19 @@
 
 # %% ../../nbs/10g_sweeps.ipynb #3436075c
 from __future__ import annotations
-import contextlib, itertools, math, os, socket, statistics, time, warnings
+import contextlib, itertools, json, math, os, socket, statistics, time, warnings
 from pathlib import Path
 from fastai.callback.core import Callback
 from .preflight import CLIError, make_out_dir, check_apart, release_locks, _alive
 from .runs import train, train_runs, write_run_config
+from ..atomic import atomic_write
 from ..trainer.nonfinite import NonFiniteError
 from ..callback.checkpoint import WeightsNotFinite
 
 # %% auto #0
-__all__ = ['sweep_metrics', 'sweep_samplers', 'grid_configs', 'grid_space', 'ReportEpochs', 'reclaim', 'next_trial', 'run_trial',
-           'sweep_rows', 'verdict', 'sweep_table', 'plot_scores', 'optuna_plots', 'write_results', 'sweep_options',
-           'open_study', 'sweep']
+__all__ = ['sweep_metrics', 'sweep_samplers', 'max_configurations', 'max_seeds', 'grid_configs', 'grid_space', 'ReportEpochs',
+           'reclaim', 'next_trial', 'run_trial', 'sweep_rows', 'verdict', 'sweep_table', 'plot_scores', 'optuna_plots',
+           'write_results', 'sweep_options', 'open_study', 'sweep']
 
 # %% ../../nbs/10g_sweeps.ipynb #8d23e427
 sweep_metrics = dict(l1='minimize', psnr='maximize', ssim='maximize', swd='minimize')   # a sweep's metrics, and which way is better
@@ -336,6 +337,20 @@ def open_study(storage, study, metric, spec, pruner='median', prune_after=1, sam
         raise CLIError(f"--study {study} in {storage} was started with other settings: {diff}; give another --study, or the same settings")
     return s
 
+max_configurations, max_seeds = 100_000, 10_000   # what one sweep may list: beyond, the list alone fills a machine's memory
+
+def _claim_out(out, storage, study):
+    "Refuse an `out` that holds another study's sweep (its trial folders would be replaced); else note this study there"
+    fn, mine = out/'sweep.json', dict(storage=storage, study=study)
+    if fn.is_file():
+        try: was = json.loads(fn.read_text())
+        except ValueError: was = None
+        if was != mine:
+            other = f"study {was.get('study')!r} in {was.get('storage')}" if isinstance(was, dict) else 'another sweep'
+            raise CLIError(f"--out {out} holds the sweep of {other}: give study {study!r} another --out")
+    elif any(out.glob('trial_*')): raise CLIError(f"--out {out} holds trial folders of another sweep: give study {study!r} another --out")
+    else: atomic_write(fn, lambda tmp: tmp.write_text(json.dumps(mine) + '\n'))
+
 def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seeds=3, metric='psnr', sampler='grid', n_trials=None,
           storage=None, study='sweep', pruner='median', prune_after=1, stale_after=None, command=None, quiet=False, **options):
     "Train each configuration of `grid` (or `n_trials` drawn by `sampler` from `grid` and `ranges`) on `seeds` seeds with `train`'s `options`; write the table, plots and best run config to `out`"
@@ -347,8 +362,14 @@ def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seed
     if (data is None) == (not sample): raise CLIError("give exactly one of --data PATH or --sample")
     if data is not None and not Path(data).is_dir(): raise CLIError(f"--data {data}: no such directory")
     if metric not in sweep_metrics: raise CLIError(f"--metric must be one of {', '.join(sweep_metrics)}, got {metric!r}")
+    if isinstance(seeds, int) and seeds > max_seeds: raise CLIError(f"--seeds {seeds:,}: a sweep trains each configuration on at most {max_seeds:,} seeds")
     seeds = list(range(seeds)) if isinstance(seeds, int) else list(seeds)
     if not seeds: raise CLIError("--seeds must be at least 1")
+    if len(seeds) > max_seeds: raise CLIError(f"{len(seeds):,} seeds: a sweep trains each configuration on at most {max_seeds:,} seeds")
+    n_grid = len(grid) if listed else math.prod(len(v) for v in grid.values())   # counted before any is made
+    if sampler == 'grid' and n_grid > max_configurations:
+        raise CLIError(f"--grid gives {n_grid:,} configurations: a sweep trains at most {max_configurations:,}; give fewer values, "
+                       "or let --sampler tpe --n-trials N draw from them")
     configs = grid_configs(grid) if sampler == 'grid' else None
     space = grid_space(configs) if listed else grid
     _check_space(space, ranges, options, sampler, n_trials)
@@ -357,8 +378,9 @@ def sweep(data=None, sample=False, out='sweep_out', grid=None, ranges=None, seed
     out = make_out_dir(out)
     if data is not None: check_apart(data, out)
     storage = storage or f"sqlite:///{out/'sweep.db'}"
+    _claim_out(out, storage, study)
     spec = _plain(dict(metric=metric, sampler=sampler, grid=grid, ranges=ranges, n_trials=n_trials, seeds=seeds,
-                       options={k: v for k, v in options.items()}))
+                       data='sample' if sample else str(Path(data).resolve()), options={k: v for k, v in options.items()}))
     s = open_study(storage, study, metric, spec, pruner, prune_after, sampler)
     if gone := reclaim(s, stale_after):
         say(f"Trials {', '.join(map(str, gone))} of a sweep process no longer running: marked failed, to be trained again")

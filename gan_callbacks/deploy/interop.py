@@ -228,7 +228,7 @@ def _known_scores(model):
 _suffixes = dict(onnx=('.onnx',), reference=('.pth', '.pt'))
 
 def _check_export_out(model, format, out, overwrite):
-    "Refuse an `out` that is `model` itself or inside it, of another kind than `format` writes, or (unless `overwrite`) an existing file"
+    "Refuse an `out` that is `model` itself or inside it, of another kind than `format` writes, or (unless `overwrite`) an existing file or folder"
     o = out.resolve()
     if isinstance(model, (str, Path)) and (m := Path(model).resolve()) in (o, *o.parents):
         raise InteropError(f"--out {out} is {'' if m == o else 'inside '}the --model {model} it exports: give another --out")
@@ -236,6 +236,8 @@ def _check_export_out(model, format, out, overwrite):
         raise InteropError(f"--out {out}: --format {format} writes a {' or '.join(_suffixes[format])} file")
     if format in _suffixes and out.is_file() and not overwrite:
         raise InteropError(f"--out {out} exists: give another --out, or --overwrite to replace it")
+    if format == 'folder' and out.is_dir() and any(out.iterdir()) and not overwrite:   # a model folder too: its weights are somebody's
+        raise InteropError(f"--out {out} exists and holds files: give another --out, or --overwrite to replace a model folder there")
 
 def export_generator(model, format:str, out, size:int|None=None, batch:int=1, netG:str|None=None, trust_pickle:bool=False,
                      overwrite:bool=False):

@@ -241,6 +241,7 @@ def relaunch(args:dict, argv:list, module:str='gan_callbacks'):
                 raise SystemExit(128 + e.sigval) from None
             except ChildFailedError as e:
                 codes = {f.exitcode for f in e.failures.values()}
+                if 2 in codes: raise SystemExit(2) from None   # a refusal (one line said why) is final: a restart would not ask again
                 if len(codes) == 1 and codes <= set(_stop_codes):   # stopped by a signal, and saved
                     raise SystemExit(codes.pop()) from None
                 why = ', '.join(f"rank {r} ({f.signal_name() if f.exitcode < 0 else f'exit code {f.exitcode}'})"

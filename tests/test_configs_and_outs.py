@@ -1,0 +1,84 @@
+"Hostile but realistic use of run configs and output folders: each refused in one line, before anything is read whole or written."
+import json, os, shutil, time
+from pathlib import Path
+import pytest
+from helpers import run_cli, one_line, TINY
+
+def written(p, content):
+    "File `p` with `content` (text or bytes)"
+    (p.write_bytes if isinstance(content, bytes) else p.write_text)(content)
+    return p
+
+def refused(argv, capsys):
+    "The one line `argv` is refused with (exit code 2)"
+    t = time.perf_counter()
+    assert run_cli(argv) == 2
+    assert time.perf_counter() - t < 30   # refused before any work
+    return one_line(capsys.readouterr().err)
+
+def test_abbreviations_are_not_options(tmp_path, capsys):
+    cfg = tmp_path/'c.yaml'; cfg.write_text('lr: 0.1\n')
+    assert run_cli(['train', '--sample', '--conf', cfg, '--out', tmp_path/'o']) == 2   # argparse's usage, then its error
+    assert 'error: unrecognized arguments: --conf' in capsys.readouterr().err.splitlines()[-1]
+    assert not (tmp_path/'o').exists()
+
+@pytest.mark.parametrize('make,said', [
+    (lambda p: os.truncate(p, 3 * 2**30) or p, 'bytes: a run config holds at most 1,048,576'),   # sparse: nothing on disk
+    (lambda p: Path('/dev/zero'), 'not a file'),
+    (lambda p: written(p, 'lr: 0.1  # d\xe9j\xe0 vu\n'.encode('latin-1')), 'not UTF-8 text'),
+    (lambda p: written(p, 'lr: ' + '[' * 100000 + ']' * 100000 + '\n'), 'nested too deeply: a run config nests at most 50 levels'),
+    (lambda p: written(p, 'lr: ' + '[' * 60 + '1' + ']' * 60 + '\n'), 'nested too deeply'),
+    (lambda p: written(p, 'nproc: 2\n'), 'nproc: --nproc says how a run is started, not what it trains: give it on the command line'),
+    (lambda p: written(p, 'max_restarts: 1\n'), '--max-restarts says how a run is started'),
+    (lambda p: written(p, 'overwrite: true\n'), '--overwrite says how a run is started'),
+])
+def test_configs_refused_in_one_line(make, said, tmp_path, capsys):
+    fn = tmp_path/'c.yaml'; fn.touch()
+    fn = make(fn)
+    line = refused(['train', '--config', fn, '--out', tmp_path/'o'], capsys)
+    assert line.startswith(f'gan_callbacks train: error: --config {fn}: ') and said in line, line
+    assert not (tmp_path/'o').exists()
+
+def test_a_billion_laughs_config_is_shown_in_a_hundred_characters(tmp_path, capsys):
+    fn = tmp_path/'c.yaml'
+    text = '\n'.join(['lr:', '  - &a0 [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]'] +
+                     [f'  - &a{i} [' + ', '.join([f'*a{i-1}'] * 10) + ']' for i in range(1, 9)]) + '\n'
+    fn.write_text(text)
+    assert len(text) < 1000
+    line = refused(['train', '--config', fn, '--out', tmp_path/'o'], capsys)
+    assert 'lr must be a number, got [' in line and len(line) < 300, line
+
+def test_train_never_replaces_files_it_did_not_write(tiny, tmp_path, capsys):
+    out = tmp_path/'F'; out.mkdir()
+    for n in ('losses.png', 'run.yaml', 'samples_epoch000.png'): (out/n).write_bytes(b'mine: ' + n.encode())
+    line = refused(['train', '--data', tiny, '--out', out, *TINY], capsys)
+    assert line.startswith(f'gan_callbacks train: error: --out {out} holds an earlier run (run.yaml, losses.png, samples_epoch000.png)')
+    assert sorted((p.name, p.read_bytes()) for p in out.iterdir()) == sorted((n, b'mine: ' + n.encode()) for n in
+                                                                            ('losses.png', 'run.yaml', 'samples_epoch000.png'))
+
+def test_a_config_kept_in_its_run_folder_is_not_replaced(tiny, tmp_path, capsys):
+    exp = tmp_path/'exp1'; exp.mkdir()
+    text = f"# my experiment, by hand\ndata: {tiny}\nepochs: 1\nepochs_decay: 0\nbs: 4\nload_size: 36\ncrop_size: 32\nngf: 8\n"
+    (exp/'run.yaml').write_text(text)
+    line = refused(['train', '--config', exp/'run.yaml', '--out', exp], capsys)
+    assert 'holds an earlier run (run.yaml)' in line and (exp/'run.yaml').read_text() == text
+
+def test_export_folder_over_a_model_folder_asks_for_overwrite(trained, tmp_path, capsys):
+    folder = tmp_path/'model'
+    shutil.copytree(trained/'generator', folder)
+    before = {p.name: p.read_bytes() for p in folder.iterdir()}
+    line = refused(['export', '--model', trained/'generator', '--format', 'folder', '--out', folder], capsys)
+    assert line == f'gan_callbacks export: error: --out {folder} exists and holds files: give another --out, or --overwrite to replace a model folder there'
+    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
+    assert run_cli(['export', '--model', trained/'generator', '--format', 'folder', '--out', folder, '--overwrite']) == 0
+
+@pytest.mark.slow
+def test_a_refused_attempt_is_not_restarted(trained, tiny, tmp_path, capfd):
+    "`--max-restarts`: a run refused (exit code 2, here a finished run without --resume) is final, never restarted with overwrite"
+    out = tmp_path/'finished'
+    shutil.copytree(trained, out)
+    before = {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob('*')) if p.is_file()}
+    assert run_cli(['train', '--data', tiny, '--out', out, *TINY, '--max-restarts', 1]) == 2
+    err = capfd.readouterr().err   # the launched process's own stderr
+    assert 'holds an earlier run' in err and 'starting the processes again' not in err
+    assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob('*')) if p.is_file()} == before
