@@ -82,3 +82,29 @@ def test_a_refused_attempt_is_not_restarted(trained, tiny, tmp_path, capfd):
     err = capfd.readouterr().err   # the launched process's own stderr
     assert 'holds an earlier run' in err and 'starting the processes again' not in err
     assert {p.relative_to(out): p.read_bytes() for p in sorted(out.rglob('*')) if p.is_file()} == before
+
+def test_weights_that_are_a_pickle_are_one_line(tmp_path):
+    "A perceptual network's weights file that is a pickle of an object: refused in one line, its code never run"
+    import pickle, subprocess, sys
+    marker = tmp_path/'ran'
+    class Evil:
+        def __reduce__(self): return (open, (str(marker), 'w'))
+    fn = tmp_path/'vgg19.pth'
+    fn.write_bytes(pickle.dumps({'features.0.weight': Evil()}))
+    from gan_callbacks.nets.hd_losses import VGG19Features
+    from gan_callbacks.nets.lpips import LPIPS
+    with pytest.raises(ValueError) as e: VGG19Features.from_file(fn)
+    assert str(e.value).startswith(f"{fn} does not hold VGG19 weights that torch reads without running code (UnpicklingError") and len(str(e.value)) < 400
+    with pytest.raises(ValueError, match="does not hold torchvision's alex weights that torch reads without running code"):
+        LPIPS.from_files('alex', backbone=fn, lin=fn)
+    assert not marker.exists()
+
+def test_evaluate_keeps_an_earlier_evaluation_unless_asked(trained, tiny, tmp_path, capsys):
+    out = tmp_path/'evaluation'
+    assert run_cli(['evaluate', '--model', trained/'generator', '--data', tiny, '--out', out]) == 0
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    line = refused(['evaluate', '--model', trained/'generator', '--data', tiny, '--out', out], capsys)
+    assert line == (f"gan_callbacks evaluate: error: --out {out} holds an earlier evaluation (summary.json, metrics.csv, best_worst.png): "
+                    "give another --out, or --overwrite to replace it")
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    assert run_cli(['evaluate', '--model', trained/'generator', '--data', tiny, '--out', out, '--overwrite']) == 0

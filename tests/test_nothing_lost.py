@@ -121,7 +121,7 @@ def test_the_recorded_direction_is_used(tiny, tmp_path):
     out = tmp_path/'btoa'
     assert run(['train', '--data', tiny, '--out', out, *TINY, '--direction', 'BtoA', '--test-mode', 'eval']) == 0
     assert json.loads((out/'generator'/'config.json').read_text())['training']['direction'] == 'BtoA'
-    l1 = lambda *a: run(['evaluate', '--model', out/'generator', '--data', tiny, '--out', tmp_path/'e', *a]) or \
+    l1 = lambda *a: run(['evaluate', '--model', out/'generator', '--data', tiny, '--out', tmp_path/'e', '--overwrite', *a]) or \
         json.loads((tmp_path/'e'/'summary.json').read_text())['l1']
     assert l1() == l1('--direction', 'BtoA') != l1('--direction', 'AtoB')
     pair = sorted((tiny/'val').iterdir())[0]

@@ -119,7 +119,7 @@ def app(model, *, trust_pickle=False, **kwargs):
     serve(model, trust_pickle=trust_pickle, **kwargs)
 
 @delegates(evaluate, but=['extractor', 'size', 'bs', 'device', 'quiet', 'trust_pickle'])
-def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=False, **kwargs):
+def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=False, overwrite=False, **kwargs):
     ("Score generator `model` (generator.pkl, a checkpoint or a latest_net_G.pth) on the pairs in `data`: "
      "per-image CSV, summary, best/worst grid")
     if not Path(model).exists(): raise CLIError(f"--model {model}: no such file or folder (expected a model folder or generator.pkl "
@@ -130,6 +130,8 @@ def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=Fal
         raise CLIError(f"--out {out} holds a training run ({', '.join(found)}), whose summary.json evaluate would replace: "
                        f"give another --out, e.g. {Path(out)/'evaluation'}")
     check_not_in_model_folder(out, '--out')
+    if not overwrite and (earlier := [n for n in ('summary.json', 'metrics.csv', 'best_worst.png') if (Path(out)/n).exists()]):
+        raise CLIError(f"--out {out} holds an earlier evaluation ({', '.join(earlier)}): give another --out, or --overwrite to replace it")
     made = not Path(out).exists()
     try:
         with run_lock(make_out_dir(out)):   # two commands writing one folder would mix their files

@@ -242,6 +242,7 @@ def _parser():
                    help='a model folder or generator.pkl written by train, a checkpoint, or a reference latest_net_G.pth')
     e.add_argument('--data', required=True, help='folder of pairs, or a dataset folder (its test/ or val/ part)')
     e.add_argument('--out', default=D['evaluate'].out, help='output folder')
+    e.add_argument('--overwrite', action='store_true', help='replace an earlier evaluation in --out (without it, such an --out is refused)')
     e.add_argument('--fid-weights', default=None,
                    help='pt_inception-2015-12-05-6726825d.pth, for FID and KID (or $GAN_CALLBACKS_FID_WEIGHTS)')
     e.add_argument('--lpips-weights', metavar='DIR', default=None,

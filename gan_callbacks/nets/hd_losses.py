@@ -13,8 +13,16 @@ from fastcore.basics import store_attr
 from .losses import GANLoss
 
 # %% auto #0
-__all__ = ['vgg19_sha256_prefix', 'vgg19_url', 'vgg_slices', 'vgg_weights', 'MultiscaleGANLoss', 'FeatureMatchingLoss',
-           'vgg19_file', 'VGG19Features', 'VGGLoss']
+__all__ = ['vgg19_sha256_prefix', 'vgg19_url', 'vgg_slices', 'vgg_weights', 'read_weights', 'MultiscaleGANLoss',
+           'FeatureMatchingLoss', 'vgg19_file', 'VGG19Features', 'VGGLoss']
+
+# %% ../../nbs/03d_hd_losses.ipynb #13808282
+def read_weights(path, what:str='weights') -> dict:
+    "The state dict in file `path`, read without running code; a pickle of anything else is refused in one line naming `what`"
+    try: return torch.load(path, map_location='cpu', weights_only=True)
+    except Exception as e:
+        why = ' '.join(str(e).split('\n')[0].split())[:200]
+        raise ValueError(f"{path} does not hold {what} that torch reads without running code ({type(e).__name__}: {why})") from None
 
 # %% ../../nbs/03d_hd_losses.ipynb #bc737ef0
 class MultiscaleGANLoss(nn.Module):
@@ -95,7 +103,7 @@ class VGG19Features(nn.Module):
             from safetensors.torch import load_file
             sd = load_file(str(path))
         else:
-            sd = torch.load(path, map_location='cpu', weights_only=True)
+            sd = read_weights(path, 'VGG19 weights')
             if not _sha256(path).startswith(vgg19_sha256_prefix):
                 warnings.warn(f"{path} is not torchvision's vgg19-{vgg19_sha256_prefix}.pth (its SHA-256 starts otherwise): "
                               "using its weights as they are")

@@ -10,6 +10,7 @@ import torch
 from torch import nn
 from fastai.metrics import Metric
 from ..data.samples import gan_callbacks_home
+from .hd_losses import read_weights
 
 # %% auto #0
 __all__ = ['lpips_nets', 'lpips_torchvision_url', 'lpips_lin_url', 'unit_normalize', 'LPIPS', 'lpips_weights_dir', 'lpips_files',
@@ -69,7 +70,7 @@ class LPIPS(nn.Module):
         "LPIPS with torchvision's ImageNet weights of its backbone and LPIPS's linear weights, read from local files (see `lpips_files`)"
         backbone, lin = lpips_files(net, backbone, lin, weights)
         m = cls(net)
-        sd = torch.load(backbone, map_location='cpu', weights_only=True)
+        sd = read_weights(backbone, f"torchvision's {net} weights")
         want = m.features.state_dict()
         got = {k.removeprefix('features.'): v for k, v in sd.items() if k.removeprefix('features.') in want}
         bad = [k for k in want if k not in got or got[k].shape != want[k].shape]
@@ -77,7 +78,7 @@ class LPIPS(nn.Module):
                                  f"of another "
                                  f"shape, first features.{bad[0]} (expected {tuple(want[bad[0]].shape)})")
         m.features.load_state_dict(got)
-        sd = torch.load(lin, map_location='cpu', weights_only=True)
+        sd = read_weights(lin, "LPIPS's linear weights")
         for i, l in enumerate(m.lins):   # LPIPS's keys: lin0.model.1.weight (after a dropout) ...
             w = next((v for k, v in sd.items() if k.startswith(f'lin{i}.') and k.endswith('weight')), None)
             if w is None or w.shape != l.weight.shape:
