@@ -108,3 +108,18 @@ def test_evaluate_keeps_an_earlier_evaluation_unless_asked(trained, tiny, tmp_pa
                     "give another --out, or --overwrite to replace it")
     assert {p.name: p.read_bytes() for p in out.iterdir()} == before
     assert run_cli(['evaluate', '--model', trained/'generator', '--data', tiny, '--out', out, '--overwrite']) == 0
+
+def _npy_header_only(fn, shape, descr):
+    "A `.npy` file of a header stating `shape` and `descr`, and no values (a few bytes on disk)"
+    import numpy as np
+    with open(fn, 'wb') as f: np.lib.format.write_array_header_1_0(f, {'descr': descr, 'fortran_order': False, 'shape': shape})
+    return fn
+
+def test_an_arrays_channels_and_bytes_count_before_it_is_read(tmp_path):
+    "A (8192, 8192, 64) uint8 `.npy` is refused from its header; a 16-channel float file where 3 channels are expected, before it is read"
+    from gan_callbacks.data.images import read_array, read_image, ImageTooLarge
+    big = _npy_header_only(tmp_path/'big.npy', (8192, 8192, 64), '|u1')
+    with pytest.raises(ImageTooLarge, match=r"8192x8192x64 values of 1 bytes are 4,294,967,296 bytes, more than the limit of 1,073,741,824"):
+        read_array(big)
+    wide = _npy_header_only(tmp_path/'wide.npy', (64, 64, 16), '<f4')   # no values: reading it would fail otherwise
+    with pytest.raises(OSError, match=f"^{wide} has 16 channels, expected 3$"): read_image(wide, 3)

@@ -16,8 +16,8 @@ from fastai.vision.all import TensorImage, TensorImageBW, PILImage, PILImageBW, 
 # %% auto #0
 __all__ = ['image_modes', 'array_suffixes', 'TensorImageGray', 'PILImageGray', 'PILImageRGBA', 'image_type', 'ImageTooLarge',
            'max_pixels', 'set_max_pixels', 'check_pixels', 'open_image', 'decode_file', 'in_mode', 'is_deep',
-           'stated_shape', 'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'deep_files', 'is_deep_folder',
-           'bit_depth']
+           'check_values', 'stated_shape', 'read_array', 'read_image', 'write_image', 'TensorImageDeep', 'deep_files',
+           'is_deep_folder', 'bit_depth']
 
 # %% ../../nbs/04b_images.ipynb #2a0be65c
 class TensorImageGray(TensorImageBW):
@@ -182,11 +182,27 @@ def _scale(a, fn):
 
 _photometrics = ('MINISBLACK', 'RGB')   # TIFF colour spaces read as they are (grey or RGB, with any extra channels)
 
-def _npy_shape(fn):
-    "The shape a `.npy` file's header states"
+def _npy_header(fn):
+    "The shape and dtype a `.npy` file's header states"
     with open(fn, 'rb') as f:
         major = np.lib.format.read_magic(f)[0]
-        return (np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0)(f)[0]
+        shape, _, dtype = (np.lib.format.read_array_header_1_0 if major == 1 else np.lib.format.read_array_header_2_0)(f)
+        return shape, dtype
+
+def _npy_shape(fn): return _npy_header(fn)[0]
+
+def _stated_itemsize(fn) -> int:
+    "Bytes per value the header of TIFF or `.npy` file `fn` states"
+    if Path(fn).suffix.lower() == '.npy': return _npy_header(fn)[1].itemsize
+    import tifffile
+    with tifffile.TiffFile(fn) as tf: return tf.series[0].dtype.itemsize if tf.series else 1
+
+def check_values(fn, shape, itemsize:int):
+    "Raise `ImageTooLarge` naming `fn` if an array of `shape` holds more bytes than `max_pixels()` pixels of 4 float32 channels"
+    n = int(np.prod(shape)) * itemsize
+    if n > (m := max_pixels() * 16):
+        raise ImageTooLarge(f"Cannot read image {fn}: {'x'.join(map(str, shape))} values of {itemsize} bytes are {n:,} bytes, more than the "
+                            f"limit of {m:,} (4 float channels of the pixel limit; --max-pixels raises it, if the memory allows)")
 
 def stated_shape(fn):
     "The (H, W) or (H, W, C) shape the header of TIFF or `.npy` file `fn` states, nothing decoded; an `OSError` unless it is one image"
@@ -207,8 +223,9 @@ def read_array(fn):
     fn = Path(fn)
     try:
         if fn.suffix.lower() in ('.npy', '.tif', '.tiff'):
-            h, w = stated_shape(fn)[:2]
-            check_pixels(fn, w, h)   # from the header: a compressed file can expand a thousandfold
+            sh = stated_shape(fn)
+            check_pixels(fn, sh[1], sh[0])   # from the header: a compressed file can expand a thousandfold
+            check_values(fn, sh, _stated_itemsize(fn))   # and its channels and bytes per value
             if fn.suffix.lower() == '.npy': a = np.load(fn, allow_pickle=False)
             else:
                 import tifffile
@@ -224,6 +241,10 @@ def read_array(fn):
 
 def read_image(fn, ch:int|None=None):
     "Image file `fn` as a (C, H, W) float tensor in [-1, 1] (`ch` channels: a gray image is repeated), and its pixels' dtype"
+    if ch is not None and Path(fn).suffix.lower() in array_suffixes:   # the channels from the header, before the file is read
+        try: c = (stated_shape(fn) + (1,))[2]
+        except (OSError, ValueError) as e: raise OSError(f"Cannot read image {fn}: {e}") from None
+        if c not in (1, ch): raise OSError(f"{fn} has {c} channels, expected {ch}")
     a = read_array(fn)
     if ch is not None and a.shape[-1] != ch:
         if a.shape[-1] != 1: raise OSError(f"{fn} has {a.shape[-1]} channels, expected {ch}")
