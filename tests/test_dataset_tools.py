@@ -198,3 +198,20 @@ def test_the_data_commands_import_no_torch(tmp_path):
     assert res.returncode == 0, res.stderr
     mods, mb = res.stdout.strip().splitlines()[-1].rsplit(' ', 1)
     assert mods == '[]' and int(mb) < 200, res.stdout
+
+def test_the_data_tools_take_max_pixels_and_refuse_nan_fractions(tmp_path, capsys, monkeypatch):
+    "`--max-pixels` applies to combine, split and check as to train; `--fractions nan 1` is one line"
+    from PIL import Image
+    from helpers import run_cli
+    monkeypatch.setenv('GAN_CALLBACKS_MAX_PIXELS', str(8192 * 8192))   # put back after the test
+    for d in 'AB':
+        (tmp_path/d).mkdir()
+        for i in range(3): Image.new('RGB', (64, 64), (i, 0, 0)).save(tmp_path/d/f'{i}.png')
+    assert run_cli(['data', 'combine', tmp_path/'A', tmp_path/'B', tmp_path/'pairs', '--max-pixels', 1000]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith('gan_callbacks data: error:') and '4,096 pixels' in err and 'limit of 1,000' in err, err
+    assert not (tmp_path/'pairs').exists()
+    monkeypatch.delenv('GAN_CALLBACKS_MAX_PIXELS')   # the command set it for its process, which here is the tests'
+    assert run_cli(['data', 'combine', tmp_path/'A', tmp_path/'B', tmp_path/'pairs']) == 0
+    assert run_cli(['data', 'split', tmp_path/'pairs', tmp_path/'s', '--fractions', 'nan', '1']) == 2
+    assert 'fractions must be 2 or 3 numbers >= 0 summing to 1' in capsys.readouterr().err and not (tmp_path/'s').exists()

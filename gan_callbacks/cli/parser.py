@@ -4,7 +4,7 @@
 
 # %% ../../nbs/10a_parser.ipynb #f79888ae
 from __future__ import annotations
-import argparse, importlib.util, json, sys
+import argparse, importlib.util, json, os, sys
 from functools import partial, cache
 from pathlib import Path
 from .. import __version__
@@ -272,6 +272,7 @@ def _parser():
     k = dsub.add_parser('check', help='what train will see, every image decoded: layout, counts, sizes, channels, bit depths, unreadable, unmatched, pairs of two sizes, duplicates, and the train command that runs')
     k.add_argument('path', help='a dataset folder (or a folder of images)')
     k.add_argument('--json', action='store_true', help='as JSON')
+    for o in (c, s, k): o.add_argument('--max-pixels', type=_count, default=None, help=pixels)
     w = p.sweep = sub.add_parser('sweep', allow_abbrev=False, description=F['docs']['sweep'],
                                  help='which options train best on your data: a grid (or Optuna\'s samples) on several seeds, the winner '
                                       'said beyond the seeds\' spread or not (pip install "gan_callbacks[sweep]")',
@@ -459,6 +460,7 @@ def sweep_args(p, argv) -> dict:
 def _data(p, args):
     "Run `gan_callbacks data combine|split|check`: the dataset tools need neither torch nor fastai, so neither is imported"
     from gan_callbacks.data.tools import DatasetError, data_tool
+    if (n := args.pop('max_pixels', None)) is not None: os.environ['GAN_CALLBACKS_MAX_PIXELS'] = str(n)   # as `set_max_pixels`, without torch
     try: data_tool(**args)
     except (DatasetError, OSError) as e: p.exit(2, f"gan_callbacks data: error: {e}\n")
     except KeyboardInterrupt: p.exit(130, "gan_callbacks data: interrupted\n")

@@ -173,7 +173,7 @@ def _items(src):
 def split(src, out, fractions=(0.8, 0.1, 0.1), seed:int=0, link:bool=False) -> dict:
     "Split the pairs of folder `src` (A|B images, or `A/` and `B/`) at random (`seed`) into `out/train`, `out/val`, `out/test` by `fractions`: copies, or links"
     fr = [float(f) for f in fractions]
-    if len(fr) not in (2, 3) or min(fr) < 0 or abs(sum(fr) - 1) > 1e-6:
+    if len(fr) not in (2, 3) or not all(0 <= f <= 1 for f in fr) or abs(sum(fr) - 1) > 1e-6:   # NaN fails the bounds
         raise DatasetError(f"fractions must be 2 or 3 numbers >= 0 summing to 1 (train, val[, test]), got {', '.join(map(str, fractions))}")
     fr += [0.] * (3 - len(fr))   # no test split unless asked
     items, layout = _items(src)
