@@ -27,9 +27,9 @@ __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overr
            'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics',
            'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device',
            'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback',
-           'tensor_class', 'unwrap_loader', 'first_use_pass', 'raw_batches', 'kept_iterator',
-           'pickle_transforms_by_function', 'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL',
-           'mend_wandb_config']
+           'replace_grad_opt', 'restore_grad_opt', 'own_grad_opt', 'tensor_class', 'unwrap_loader', 'first_use_pass',
+           'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
+           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/12a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -238,7 +238,21 @@ fastai_overrides = {   # fastai name -> the behaviour relied on (where the libra
                            "(`loader.Pix2pixDL`: a non-blocking copy, batches from workers kept across epochs)",
     'TensorImageBase._show_args': "the keyword arguments `show` passes to `show_image`, under the caller's (`images.TensorImageGray`: gray levels 0-255)",
     'PILImage._tensor_cls': "the tensor class an image casts to in `ToTensor` (`images.PILImageGray` -> `TensorImageGray`; read by `tensor_class`)",
+    'Learner._do_grad_opt': "a training batch's backward and step with their events, then `opt.zero_grad()`, called by `_do_one_batch` "
+                            "(`updates.LearnersUpdate` stands in for it while a trainer makes the updates: `replace_grad_opt`)",
 }
+
+def replace_grad_opt(learn, f):
+    "Make `f()` `learn`'s backward and step of a training batch, in place of fastai's `Learner._do_grad_opt`"
+    learn._do_grad_opt = f   # an instance attribute shadows the method `_do_one_batch` calls
+
+def restore_grad_opt(learn, kind):
+    "Give `learn` fastai's own backward and step back, if one of type `kind` replaced them"
+    if isinstance(learn.__dict__.get('_do_grad_opt'), kind): del learn.__dict__['_do_grad_opt']
+
+def own_grad_opt(learn):
+    "fastai's own backward and step of a training batch of `learn`"
+    return type(learn)._do_grad_opt(learn)
 
 def tensor_class(cls):
     "The tensor class of fastai image class `cls` (`PILImage` -> `TensorImage`, `PILMask` -> `TensorMask`)"

@@ -385,7 +385,8 @@ def test_fastai_overrides_are_the_listed_ones():
     from fastai.data.load import DataLoader
     from fastai.torch_core import TensorImageBase
     from fastai.vision.core import PILImage
-    owners = dict(ProgressCallback=ProgressCallback, DataLoader=DataLoader, TensorImageBase=TensorImageBase, PILImage=PILImage)
+    from fastai.learner import Learner
+    owners = dict(ProgressCallback=ProgressCallback, DataLoader=DataLoader, TensorImageBase=TensorImageBase, PILImage=PILImage, Learner=Learner)
     for name in I.fastai_overrides:
         cls, attr = name.split('.')
         assert attr in owners[cls].__dict__, name
@@ -439,3 +440,18 @@ def test_unwrap_loader_finds_what_distributed_dl_wraps():
     assert I.unwrap_loader(ddl) is dl and I.unwrap_loader(dl) is dl
     dl.rng.seed(3); a = list(dl.get_idxs())   # what `DistributedDL.get_idxs` takes, on every rank, before it splits them
     dl.rng.seed(3); assert list(dl.get_idxs()) == a and a != list(range(8))
+
+def test_a_training_batch_backward_and_step_go_through_do_grad_opt():
+    "`replace_grad_opt`: what a training batch calls for its backward and step (validation batches call nothing); `own_grad_opt` is fastai's"
+    learn = tiny_learner()
+    learn.remove_cbs([cb for cb in learn.cbs if type(cb).__name__ not in ('TrainEvalCallback', 'Recorder')])
+    calls = []
+    class Counted:
+        def __call__(self): calls.append(learn.training); I.own_grad_opt(learn)
+    I.replace_grad_opt(learn, Counted())
+    w = next(learn.model.parameters()).detach().clone()
+    learn.fit(1)
+    assert calls and all(calls) and len(calls) == len(learn.dls.train)
+    assert not torch.equal(w, next(learn.model.parameters()))   # fastai's own update ran through it
+    I.restore_grad_opt(learn, Counted)
+    assert '_do_grad_opt' not in learn.__dict__

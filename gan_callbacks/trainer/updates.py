@@ -120,7 +120,7 @@ def state_or_none(o):
 from fastcore.basics import first
 from fastai.callback.core import CancelBackwardException, CancelStepException
 from fastai.callback.training import GradientAccumulation, GradientClip
-from ..internals import _handles
+from ..internals import _handles, replace_grad_opt, restore_grad_opt, own_grad_opt
 from ..v1.bridge import StateDictCallback, StateDictControl
 
 class UpdateEvents:
@@ -149,13 +149,11 @@ class UpdateEvents:
         return True
 
 class LearnersUpdate:
-    "`learn._do_grad_opt` while `trainer` makes the updates: `before_backward` alone (where the trainer cancels fastai's update), then `zero_grad` unless gradients accumulate"
-    # fastai 2.8: for a training batch `Learner._do_one_batch` calls `self._do_grad_opt()`: the 'backward' events around `_backward`,
-    # the 'step' ones around `_step`, then `opt.zero_grad()`; an instance attribute shadows the method
+    "A training batch's backward and step while `trainer` makes the updates: `before_backward` alone (where the trainer cancels fastai's update), then `zero_grad` unless gradients accumulate"
     def __init__(self, trainer, learn): self.trainer, self.learn = trainer, learn
     def __call__(self):
         t, learn = self.trainer, self.learn
-        if t.learn is not learn or not t.run or not any(cb is t for cb in learn.cbs): return type(learn)._do_grad_opt(learn)   # fastai's
+        if t.learn is not learn or not t.run or not any(cb is t for cb in learn.cbs): return own_grad_opt(learn)   # fastai's
         try: learn('before_backward')   # v1's `on_backward_begin` among them: the trainer's cancels fastai's backward and step
         except CancelBackwardException: pass
         # no backward, no step, none of their events: G's come with its update (`step_g`), with its gradients
@@ -202,10 +200,10 @@ class Updates:
 
     def replace_learners_update(self):
         "For this fit, `LearnersUpdate` in place of the Learner's backward and step: their events come with G's update instead"
-        self.learn._do_grad_opt = LearnersUpdate(self, self.learn)
+        replace_grad_opt(self.learn, LearnersUpdate(self, self.learn))
     def restore_learners_update(self):
         "Give the Learner its own backward and step back"
-        if isinstance(self.learn.__dict__.get('_do_grad_opt'), LearnersUpdate): del self.learn.__dict__['_do_grad_opt']
+        restore_grad_opt(self.learn, LearnersUpdate)
 
     def g_optimizers(self):
         "What `step_g` steps: the Learner's optimizer and G's parameters (a trainer adds networks trained with G)"
