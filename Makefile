@@ -21,7 +21,7 @@ PIX2PIXHD_ARGS ?= --epochs 6 --epochs-decay 4 --bs 4 --load-size 64 --ngf 16 --n
 # a short path under /tmp, as Chromium's sockets there must fit in 107 characters
 SCRATCH = d=$$(mktemp -d); trap 'rm -rf "$$d"' EXIT; export TMPDIR=$$d
 
-.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-all test-newest check-export pytest pytest-slow nbcheck bench readme docs docs-check clean
+.PHONY: install demo demo-cyclegan demo-cut demo-pix2pixhd test test-all test-newest check-export pytest pytest-slow nbcheck bench gpu-check readme docs docs-check clean
 
 $(STAMP): constraints.txt settings.ini setup.py
 	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
@@ -102,6 +102,10 @@ docs-check: $(DOCS_STAMP)
 
 bench: install
 	$(BIN)/python benchmarks/bench_step.py
+
+## On a CUDA GPU: the tests marked cuda, then the GPU's figures (img/s, peak memory, share of its peak) into gpu_check.md; without one it says so
+gpu-check: install
+	$(BIN)/python benchmarks/gpu_check.py
 
 clean:
 	rm -rf $(DEMO_OUT) $(CYCLEGAN_OUT) $(CUT_OUT) .pytest_cache _proc _docs
