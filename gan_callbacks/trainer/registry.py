@@ -88,10 +88,15 @@ class GANModel:
 # %% ../../nbs/06o_registry.ipynb #e0a6d2c8
 _registry = {}
 
+def _same_source(a:GANModel, b:GANModel) -> bool:
+    "Whether `a` and `b` declare one model: the same name, trainer and learner function (a module run again, as its notebook does)"
+    where = lambda m: (m.name, *(getattr(f, '__qualname__', None) for f in (m.trainer, m.learner)))
+    return where(a) == where(b)
+
 def register_model(model:GANModel) -> GANModel:
-    "Add `model` to the registry (once per name), and return it"
-    if model.name in _registry and _registry[model.name] is not model:
-        raise ValueError(f"a model named {model.name!r} is registered already ({_registry[model.name]!r})")
+    "Add `model` to the registry and return it; another model of a registered name is refused"
+    if (was := _registry.get(model.name)) is not None and not _same_source(was, model):
+        raise ValueError(f"a model named {model.name!r} is registered already ({was!r})")
     _registry[model.name] = model
     return model
 
