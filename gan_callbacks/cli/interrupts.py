@@ -56,12 +56,13 @@ def write_generator(learn, settings:dict, training:dict, scores:dict|None=None, 
     write_model_folder(learn.model, out/folder, settings, training=training, scores=scores, sample=sample)
     return out/folder
 
-def fit_interruptible(learn, ckpt, fit, *args, generator:dict, **kwargs):
+def fit_interruptible(learn, ckpt, fit, *args, generator:dict|None=None, **kwargs):
     ("Run `fit` on `learn` on however many processes this one was launched with, Ctrl-C or SIGTERM becoming `Interrupted`; "
-     "stopped after its last epoch, the generator is written with `generator`, `write_generator`'s settings and training record")
+     "stopped after its last epoch, the generator is written with `generator`, `write_generator`'s settings and training record (default: none)")
     if ckpt.resume is True and find_checkpoint(learn, ckpt.fname, interrupted=True) is None:
         d = Path(learn.path)/learn.model_dir
         raise CLIError(f"--resume: nothing to resume in {d} (no {ckpt.fname}_epoch*.pth, no {ckpt.fname}_interrupted.pth)")
+    generator = generator or dict(settings={}, training={})
     try:
         with interruptible(learn, ckpt), distrib_fit(learn): fit(*args, **kwargs)
     except Interrupted as e:
