@@ -26,10 +26,10 @@ __all__ = ['BatchNormBase', 'NormBase', 'DropoutBase', 'ConvBase', 'fastai_overr
            'wrap_epoch_events', 'unwrap_epoch_events', 'in_fit', 'in_lr_find', 'predicting', 'off_for_this_fit',
            'replaced_logger', 'set_replaced_logger', 'logger_chain', 'restore_logger_chain', 'valid_metrics',
            'smoothed_loss', 'recorder_history', 'set_recorder_history', 'DeviceSmoothLoss', 'smooth_on_device',
-           'history_to_host', 'become', 'handlers_only', 'all_handlers', 'point_tracker', 'is_tensorboard_callback',
-           'replace_grad_opt', 'restore_grad_opt', 'own_grad_opt', 'tensor_class', 'unwrap_loader', 'first_use_pass',
-           'raw_batches', 'kept_iterator', 'pickle_transforms_by_function', 'wrap_loaders_with',
-           'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
+           'history_to_host', 'become', 'handles', 'handlers_only', 'all_handlers', 'point_tracker',
+           'is_tensorboard_callback', 'replace_grad_opt', 'restore_grad_opt', 'own_grad_opt', 'tensor_class',
+           'unwrap_loader', 'first_use_pass', 'raw_batches', 'kept_iterator', 'pickle_transforms_by_function',
+           'wrap_loaders_with', 'reset_accelerator_state', 'BroadcastingDistributedDL', 'mend_wandb_config']
 
 # %% ../nbs/12a_internals.ipynb #773dfb5b
 BatchNormBase = nn.modules.batchnorm._BatchNorm   # torch: base of BatchNorm1d/2d/3d and SyncBatchNorm (not of InstanceNorm)
@@ -190,7 +190,7 @@ def become(o, cls):
     object.__setattr__(o, '__class__', cls)   # fastai: `Optimizer` and `Recorder` keep all their state in the instance, `GetAttr` routes other setattrs
 
 # %% ../nbs/12a_internals.ipynb #c149cf8d
-def _handles(cb, event_name) -> bool:
+def handles(cb, event_name) -> bool:
     "Whether `cb(event_name)` can do anything: `cb` (or its class) defines the event, or it is `after_fit`, which resets `cb.run`"
     return event_name == 'after_fit' or event_name in cb.__dict__ or callable(getattr(type(cb), event_name, None))
 
@@ -210,7 +210,7 @@ def handlers_only(learn):
         if todo is None:
             if len(chosen) > 256: chosen.clear()
             if not hasattr(event, event_name): return call_one(event_name)   # fastai's own error
-            todo = chosen[key] = [cb for cb in learn.cbs.sorted('order') if _handles(cb, event_name)]
+            todo = chosen[key] = [cb for cb in learn.cbs.sorted('order') if handles(cb, event_name)]
         for cb in todo: cb(event_name)
     learn._call_one = send
 

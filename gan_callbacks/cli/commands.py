@@ -28,7 +28,7 @@ from ..deploy.webapp import serve
 from .. import __version__
 from fastai.torch_core import rank_distrib
 from ..trainer.distributed import launch_argv, relaunch, lost_peer
-from .preflight import _run_files, CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder, run_lock, check_size_allowed
+from .preflight import run_files, CLIError, make_out_dir, check_not_over_input, check_pickle, check_apart, check_not_in_model_folder, run_lock, check_size_allowed
 from .runs import train_runs, train, defaults_of
 from ..trainer.precision import precisions
 from .interrupts import Interrupted, how_stopped, after_fit_interrupted, run_ended
@@ -126,7 +126,7 @@ def evaluate_cmd(model, data, out=defaults_of(evaluate).out, *, trust_pickle=Fal
                                                 "from train, a checkpoint, or a latest_net_G.pth)")
     check_pickle(model, trust_pickle)
     if Path(data).is_dir(): check_apart(data, out)   # the grids written there would be scored next time
-    if found := [n + '/' * (Path(out)/n).is_dir() for n in _run_files if n != 'summary.json' and (Path(out)/n).exists()]:
+    if found := [n + '/' * (Path(out)/n).is_dir() for n in run_files if n != 'summary.json' and (Path(out)/n).exists()]:
         raise CLIError(f"--out {out} holds a training run ({', '.join(found)}), whose summary.json evaluate would replace: "
                        f"give another --out, e.g. {Path(out)/'evaluation'}")
     check_not_in_model_folder(out, '--out')

@@ -9,9 +9,9 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # %% auto #0
-__all__ = ['CLIError', 'make_out_dir', 'check_size_allowed', 'check_numbers', 'check_not_over_input', 'check_run_out',
-           'check_apart', 'is_model_folder', 'check_not_in_model_folder', 'check_pair_sizes', 'check_pickle',
-           'run_lock', 'hold_lock', 'release_locks']
+__all__ = ['run_files', 'CLIError', 'make_out_dir', 'check_size_allowed', 'check_numbers', 'check_not_over_input',
+           'check_run_out', 'check_apart', 'is_model_folder', 'check_not_in_model_folder', 'check_pair_sizes',
+           'check_pickle', 'process_alive', 'run_lock', 'hold_lock', 'release_locks']
 
 # %% ../../nbs/10d_preflight.ipynb #a402c7e8
 class CLIError(Exception):
@@ -62,8 +62,8 @@ def check_not_over_input(files, output):
 
 _data_folders = ('train', 'val', 'test', 'trainA', 'trainB', 'valA', 'valB', 'testA', 'testB', 'testA_true')   # where datasets keep images
 
-_run_files = ('summary.json', 'history.csv', 'generator.pkl', 'generator', 'best_generator.pkl', 'best', 'checkpoints')   # what `train` writes into `--out`
-_run_names = _run_files + ('run.yaml', 'losses.png', 'samples_epoch*.png')   # and the other names it writes there: none replaced unasked
+run_files = ('summary.json', 'history.csv', 'generator.pkl', 'generator', 'best_generator.pkl', 'best', 'checkpoints')   # what `train` writes into `--out`
+_run_names = run_files + ('run.yaml', 'losses.png', 'samples_epoch*.png')   # and the other names it writes there: none replaced unasked
 
 def check_run_out(out, resume=False, overwrite=False):
     "Refuse, before anything is written, an `out` holding an earlier run (unless resumed or `overwrite`) or a `generator/` not a model folder"
@@ -112,7 +112,7 @@ def check_pickle(model, trust_pickle=False):
 
 _lock_name = '.gan_callbacks.lock'
 
-def _alive(pid):
+def process_alive(pid):
     "Whether process `pid` runs on this machine"
     try: os.kill(pid, 0)
     except ProcessLookupError: return False
@@ -153,7 +153,7 @@ def run_lock(out):
             if other is None and _age(fn) < 10:   # a lock being written (by a version that did not write it in one step)
                 raise CLIError(f"--out {out} is being taken by another run (its lock {fn} is being written): wait, or choose another --out")
             mine = other is not None and other.get('host') == me['host'] and other['pid'] == me['pid']   # left by this process
-            if other is not None and not mine and (other.get('host') != me['host'] or _alive(other['pid'])):
+            if other is not None and not mine and (other.get('host') != me['host'] or process_alive(other['pid'])):
                 gone = (f"; if it no longer runs, delete {fn}" if other.get('host') != me['host'] else
                         f"; if PID {other['pid']} is not that run (process numbers are reused), delete {fn}")
                 raise CLIError(f"--out {out} is in use by another run ({_who(other)}): wait for it to end, or choose another --out{gone}")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import contextlib, itertools, json, math, os, socket, statistics, time, warnings
 from pathlib import Path
 from fastai.callback.core import Callback
-from .preflight import CLIError, make_out_dir, check_apart, release_locks, _alive
+from .preflight import CLIError, make_out_dir, check_apart, release_locks, process_alive
 from .runs import train, train_runs, write_run_config
 from ..atomic import atomic_write
 from ..trainer.nonfinite import NonFiniteError
@@ -70,7 +70,7 @@ def reclaim(study, stale_after=None) -> list:
      "whose last epoch ended longer ago; their numbers")
     optuna, host, gone, now = _optuna(), socket.gethostname(), [], time.time()
     for t in study.get_trials(deepcopy=False, states=(optuna.trial.TrialState.RUNNING,)):
-        here = t.user_attrs.get('host') == host and not _alive(t.user_attrs.get('pid', -1))
+        here = t.user_attrs.get('host') == host and not process_alive(t.user_attrs.get('pid', -1))
         if here or (stale_after is not None and now - t.user_attrs.get('alive', now) > stale_after):
             study.tell(t.number, state=optuna.trial.TrialState.FAIL, skip_if_finished=True)
             gone.append(t.number)

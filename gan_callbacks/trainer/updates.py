@@ -120,7 +120,7 @@ def state_or_none(o):
 from fastcore.basics import first
 from fastai.callback.core import CancelBackwardException, CancelStepException
 from fastai.callback.training import GradientAccumulation, GradientClip
-from ..internals import _handles, replace_grad_opt, restore_grad_opt, own_grad_opt
+from ..internals import handles, replace_grad_opt, restore_grad_opt, own_grad_opt
 from ..v1.bridge import StateDictCallback, StateDictControl
 
 class UpdateEvents:
@@ -136,7 +136,7 @@ class UpdateEvents:
             v1 = self.v1_events.get(name)
             fs = self.sends[key] = [functools.partial(cb._call, v1) if isinstance(cb, StateDictCallback) else functools.partial(cb, name)
                                     for cb in self.learn.cbs.sorted('order') if not isinstance(cb, self.skip)
-                                    and (v1 is not None if isinstance(cb, StateDictCallback) else _handles(cb, name))]
+                                    and (v1 is not None if isinstance(cb, StateDictCallback) else handles(cb, name))]
         return fs
     def __call__(self, name:str) -> bool:
         "Send event `name`; `False` when a callback cancelled the step (`CancelStepException` in `before_step`: `after_cancel_step` follows)"
